@@ -1,0 +1,1 @@
+"""interaction-worker."""
