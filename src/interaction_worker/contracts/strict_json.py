@@ -1,0 +1,132 @@
+"""The strict JSON parser for bus bodies (wire.md section 1).
+
+Python's `json` (and pydantic's JSON mode) accept NaN, Infinity, `1e400` as infinity, lone surrogate
+escapes and duplicate keys; the wire refuses all of them, and nesting past 100 levels. The parse is done
+once per message, so the rare checks are gated on cheap byte scans of the body.
+"""
+
+import json
+import math
+import re
+from typing import Any
+
+MAX_DEPTH = 100
+MAX_INT_DIGITS = 4300
+
+# A `\uD800`-`\uDFFF` escape; a match only means "look closer" (it may sit after an escaped backslash).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class JsonRefused(ValueError):
+    """The body is not one strict JSON object; `message` says why without quoting the body."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _refuse_constant(name: str) -> Any:
+    raise JsonRefused(f"JSON must not contain {name}")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonRefused("JSON numbers must be finite")
+    return value
+
+
+def _parse_int(text: str) -> int:
+    if len(text) - text.startswith("-") > MAX_INT_DIGITS:
+        raise JsonRefused(f"JSON integers must have at most {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise JsonRefused("JSON objects must not repeat a key")
+    return result
+
+
+_DECODER = json.JSONDecoder(
+    parse_float=_parse_float,
+    parse_int=_parse_int,
+    parse_constant=_refuse_constant,
+    object_pairs_hook=_no_duplicates,
+)
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    """Parse a bus body that must be one UTF-8 JSON object; raise `JsonRefused` otherwise."""
+    value = parse_json(body)
+    if not isinstance(value, dict):
+        raise JsonRefused("the body must be a JSON object")
+    return value
+
+
+def parse_json(body: bytes) -> Any:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise JsonRefused("the body must be UTF-8") from None
+    # Fewer brackets than the limit cannot nest deeper than it: the exact walk is only for the rare rest.
+    deep = body.count(b"[") + body.count(b"{") > MAX_DEPTH
+    if deep:
+        _check_depth(text)
+    try:
+        value, end = _DECODER.raw_decode(text, _skip_whitespace(text, 0))
+    except JsonRefused:
+        raise
+    except (ValueError, RecursionError):
+        raise JsonRefused("the body is not valid JSON") from None
+    if _skip_whitespace(text, end) != len(text):
+        raise JsonRefused("the body is not valid JSON")
+    if _SURROGATE_ESCAPE.search(body) and _has_lone_surrogate(value):
+        raise JsonRefused("JSON strings must not contain lone surrogates")
+    return value
+
+
+def _skip_whitespace(text: str, index: int) -> int:
+    # RFC 8259 whitespace only; str.strip() would also accept form feeds and Unicode spaces.
+    while index < len(text) and text[index] in " \t\n\r":
+        index += 1
+    return index
+
+
+def _check_depth(text: str) -> None:
+    depth = 0
+    in_string = False
+    escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise JsonRefused(f"JSON must not nest deeper than {MAX_DEPTH} levels")
+        elif ch in "]}":
+            depth -= 1
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _LONE_SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False

