@@ -17,6 +17,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -128,15 +129,11 @@ class EmbeddedNatsServer:
             raise EmbeddedServerError("the embedded nats-server is already running")
         binary = self._binary or find_nats_server()
         self._url = None
-        try:
+        with _data_dir_errors():
             if not self._data_dir.exists():
                 self._data_dir.mkdir(mode=0o700, parents=True)
                 self._data_dir.chmod(0o700)  # mkdir's mode is filtered by the umask
             self._token = _load_or_create_token(self._data_dir / "token")
-        except OSError as exc:
-            raise EmbeddedServerError(
-                f"cannot prepare the data directory: {exc.strerror}"
-            ) from None
         if self._port is None:
             listen_port = DEFAULT_PORT if _port_is_free(DEFAULT_PORT) else -1
         elif self._port == 0:
@@ -152,7 +149,12 @@ class EmbeddedNatsServer:
             if self._port is not None:
                 raise
             self._url = await self._launch(binary, -1)
-        _write_private(self._data_dir / "url", self._url + "\n")
+        try:
+            with _data_dir_errors():
+                _write_private(self._data_dir / "url", self._url + "\n")
+        except EmbeddedServerError:
+            await self.stop()
+            raise
 
     async def stop(self) -> None:
         """Stop the server: SIGTERM, then SIGKILL after 10 s. Does nothing when not running."""
@@ -177,14 +179,14 @@ class EmbeddedNatsServer:
     async def _launch(self, binary: str, listen_port: int) -> str:
         conf = self._data_dir / "nats-server.conf"
         log = self._data_dir / "nats-server.log"
-        for stale in self._data_dir.glob("nats-server_*.ports"):
-            stale.unlink(missing_ok=True)
-        _write_private(conf, self._config(listen_port, log))
-        # stderr goes to the log too: errors before the server opens its log file land there.
-        log_fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        log_offset = os.fstat(
-            log_fd
-        ).st_size  # only this run's lines explain this run's exit
+        with _data_dir_errors():
+            for stale in self._data_dir.glob("nats-server_*.ports"):
+                stale.unlink(missing_ok=True)
+            _write_private(conf, self._config(listen_port, log))
+            # stderr goes to the log too: errors before the server opens its log land there.
+            log_fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        # Only this run's lines explain this run's exit.
+        log_offset = os.fstat(log_fd).st_size
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 binary,
@@ -277,6 +279,17 @@ class EmbeddedNatsServer:
 class _PortInUse(EmbeddedServerError):
     def __init__(self, port: int) -> None:
         super().__init__(f"port {port} is in use")
+
+
+@contextlib.contextmanager
+def _data_dir_errors() -> Iterator[None]:
+    """Turn a file-system failure in the data directory into one line without a path."""
+    try:
+        yield
+    except OSError as exc:
+        raise EmbeddedServerError(
+            f"cannot prepare the data directory: {exc.strerror or exc}"
+        ) from None
 
 
 def _port_is_free(port: int) -> bool:

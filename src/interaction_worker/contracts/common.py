@@ -60,8 +60,8 @@ class Message(WireModel):
     model_config = ConfigDict(extra="allow")
 
     role: MessageRole
-    content: JsonValue
     name: str | None = None
+    content: JsonValue
 
 
 class InteractionError(WireModel):

@@ -1,0 +1,31 @@
+"""Transport-free semantics of the four nodes: tool call, MCP call, observe, output."""
+
+from .context import DeliveryContext, ToolContext
+from .mcp_registry import McpClient, McpRegistry, McpToolPage, McpToolResult
+from .observe import observe_external_result, observe_request
+from .output import OutputSink, deliver_output, output_receipt, output_request
+from .sandbox import CommandExecutor, CommandResult, PermissionKind, Sandbox
+from .tool_registry import RegisteredTool, ToolRegistry, is_rerunnable, tool_definition
+
+__all__ = [
+    "CommandExecutor",
+    "CommandResult",
+    "DeliveryContext",
+    "McpClient",
+    "McpRegistry",
+    "McpToolPage",
+    "McpToolResult",
+    "OutputSink",
+    "PermissionKind",
+    "RegisteredTool",
+    "Sandbox",
+    "ToolContext",
+    "ToolRegistry",
+    "deliver_output",
+    "is_rerunnable",
+    "observe_external_result",
+    "observe_request",
+    "output_receipt",
+    "output_request",
+    "tool_definition",
+]

@@ -1,0 +1,332 @@
+"""The MCP registry: INTERACTION.ACT.MCP without a bus (reference section 4).
+
+Discovery pages through each server with a budget of pages and capabilities shared by every server
+of one request; invoke maps the server's answer (and the client's failures) to an ExternalResult.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from ..contracts import (
+    ContractError,
+    ExternalResult,
+    InteractionError,
+    McpCapability,
+    McpDiscoverInput,
+    McpDiscoverOutput,
+    McpInvokeInput,
+    McpInvokeOutput,
+    identifier,
+    json_value,
+    nonempty,
+)
+from ..contracts import validation as check
+from ..errors import (
+    ConfigurationError,
+    InvalidInput,
+    InvalidResult,
+    McpConnectionLost,
+    McpProtocolError,
+    McpTimeout,
+    McpUnavailable,
+    NotFound,
+    RegistrationError,
+    Timeout,
+    Unavailable,
+)
+from .sandbox import Sandbox
+
+DEFAULT_MAX_DISCOVERY_PAGES = 100
+DEFAULT_MAX_CAPABILITIES = 1000
+_MAX_SAFE_INTEGER = 2**53 - 1
+
+MCP_TOOL_ERROR = InteractionError.model_construct(
+    code="MCP_TOOL_ERROR", message="MCP tool reported an execution error"
+)
+
+
+@dataclass
+class McpToolPage:
+    """One page of `tools/list`: `next_cursor` None means no more pages ("" is an error)."""
+
+    tools: list[Mapping[str, Any]] = field(default_factory=list)
+    next_cursor: str | None = None
+
+
+@dataclass
+class McpToolResult:
+    """The answer of `tools/call`, in our terms (an McpClient may also return a mapping)."""
+
+    content: Any = None
+    structured_content: Any = None
+    references: list[Any] | None = None
+    is_error: bool | None = None
+    error: Any = None
+
+
+@runtime_checkable
+class McpClient(Protocol):
+    """A connection to one MCP server. Failures are raised as McpUnavailable (nothing sent),
+    McpTimeout, McpConnectionLost (the request may have been received) or McpProtocolError."""
+
+    async def list_tools(self, cursor: str | None = None) -> Any: ...
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any: ...
+
+
+def _failure(status: str, code: str, message: str, retryable: bool) -> dict[str, Any]:
+    return {
+        "status": status,
+        "error": {"code": code, "message": message, "retryable": retryable},
+    }
+
+
+class McpRegistry:
+    def __init__(
+        self,
+        *,
+        max_discovery_pages: int | None = None,
+        max_capabilities: int | None = None,
+    ) -> None:
+        for limit in (max_discovery_pages, max_capabilities):
+            if limit is not None and (
+                isinstance(limit, bool)
+                or not isinstance(limit, int)
+                or not 0 < limit <= _MAX_SAFE_INTEGER
+            ):
+                raise ConfigurationError(
+                    "MCP discovery limits must be positive integers"
+                )
+        self.max_discovery_pages = max_discovery_pages or DEFAULT_MAX_DISCOVERY_PAGES
+        self.max_capabilities = max_capabilities or DEFAULT_MAX_CAPABILITIES
+        self._clients: dict[str, McpClient] = {}
+
+    def register(self, server: str, client: McpClient) -> Callable[[], bool]:
+        """Add a server's client; returns `unregister()`. The client is not closed by either."""
+        try:
+            nonempty(server, "server")
+        except ContractError as error:
+            raise RegistrationError(error.message) from None
+        if server in self._clients:
+            raise RegistrationError(f"Duplicate MCP server: {server}")
+        self._clients[server] = client
+
+        def unregister() -> bool:
+            if self._clients.get(server) is client:
+                del self._clients[server]
+                return True
+            return False
+
+        return unregister
+
+    def servers(self) -> list[str]:
+        return list(self._clients)
+
+    def get(self, server: str) -> McpClient | None:
+        return self._clients.get(server)
+
+    def _client(self, server: str, sandbox: Sandbox) -> McpClient:
+        try:
+            identifier(server, "server")
+        except ContractError as error:
+            raise InvalidInput(error.message) from None
+        sandbox.check("mcp", server)
+        client = self._clients.get(server)
+        if client is None:
+            raise NotFound(f"Unknown MCP server: {server}")
+        return client
+
+    async def execute(
+        self, value: object, sandbox: Sandbox
+    ) -> McpDiscoverOutput | McpInvokeOutput:
+        """Validate the input (all input errors come before any server is asked), then run it."""
+        try:
+            request = check.mcp_input(value)
+        except ContractError as error:
+            raise InvalidInput(error.message) from None
+        if isinstance(request, McpInvokeInput):
+            return await self.invoke(request, sandbox)
+        return await self.discover(request, sandbox)
+
+    async def invoke(
+        self, request: McpInvokeInput, sandbox: Sandbox
+    ) -> McpInvokeOutput:
+        client = self._client(request.server, sandbox)
+        call = request.call
+        source = f"{request.server}:{call.name}"
+        try:
+            response = await client.call_tool(call.name, dict(call.arguments))
+        except McpUnavailable:
+            outcome = _failure(
+                "failed", "MCP_UNAVAILABLE", "MCP server is not connected", True
+            )
+            return McpInvokeOutput.model_construct(
+                operation="invoke", result=_result(outcome, call.id, source, None)
+            )
+        except McpTimeout:
+            outcome = _failure("timeout", "MCP_TIMEOUT", "MCP call timed out", False)
+            return McpInvokeOutput.model_construct(
+                operation="invoke", result=_result(outcome, call.id, source, None)
+            )
+        except McpConnectionLost:
+            outcome = _failure(
+                "unknown",
+                "MCP_CONNECTION_LOST",
+                "MCP connection lost during the call",
+                False,
+            )
+            return McpInvokeOutput.model_construct(
+                operation="invoke", result=_result(outcome, call.id, source, None)
+            )
+        except McpProtocolError:
+            outcome = _failure(
+                "failed", "MCP_ERROR", "MCP server returned an error", False
+            )
+            return McpInvokeOutput.model_construct(
+                operation="invoke", result=_result(outcome, call.id, source, None)
+            )
+        fields = _fields(response)
+        if fields is None:
+            raise InvalidResult("Invalid MCP tool result")
+        is_error = fields.get("isError")
+        if is_error is not None and not isinstance(is_error, bool):
+            raise InvalidResult("Invalid MCP isError")
+        outcome = {"status": "failed" if is_error else "success"}
+        for key in ("content", "structuredContent", "references", "error"):
+            if key in fields:
+                outcome[key] = fields[key]
+        result = _result(outcome, call.id, source, MCP_TOOL_ERROR if is_error else None)
+        return McpInvokeOutput.model_construct(operation="invoke", result=result)
+
+    async def discover(
+        self, request: McpDiscoverInput, sandbox: Sandbox
+    ) -> McpDiscoverOutput:
+        server = request.server if "server" in request.model_fields_set else None
+        servers = [server] if server is not None else list(self._clients)
+        budget = _Budget()
+        capabilities: list[McpCapability] = []
+        for name in servers:
+            client = self._client(name, sandbox)
+            capabilities.extend(await self._discover(name, client, budget))
+        return McpDiscoverOutput.model_construct(
+            operation="discover", capabilities=capabilities
+        )
+
+    async def _discover(
+        self, server: str, client: McpClient, budget: "_Budget"
+    ) -> list[McpCapability]:
+        found: list[McpCapability] = []
+        seen: set[str] = set()
+        cursor: str | None = None
+        while True:
+            if budget.pages >= self.max_discovery_pages:
+                raise InvalidResult("MCP discovery page limit exceeded")
+            try:
+                page = await client.list_tools(cursor)
+            except (McpUnavailable, McpConnectionLost):
+                raise Unavailable(f"MCP server is not connected: {server}") from None
+            except McpTimeout:
+                raise Timeout(f"MCP discovery timed out: {server}") from None
+            except McpProtocolError:
+                raise InvalidResult("MCP server returned an error") from None
+            budget.pages += 1
+            tools, has_cursor, next_cursor = _page(page)
+            if budget.capabilities + len(tools) > self.max_capabilities:
+                raise InvalidResult("MCP capability limit exceeded")
+            budget.capabilities += len(tools)
+            try:
+                found.extend(_capability(server, tool) for tool in tools)
+                if not has_cursor:
+                    return found
+                cursor = nonempty(next_cursor, "MCP cursor")
+            except ContractError as error:
+                raise InvalidResult(error.message) from None
+            if cursor in seen:
+                raise InvalidResult("MCP server repeated a pagination cursor")
+            seen.add(cursor)
+
+
+@dataclass
+class _Budget:
+    pages: int = 0
+    capabilities: int = 0
+
+
+def _fields(value: object) -> dict[str, Any] | None:
+    """An McpClient's answer as wire-named fields; None when it is not an object."""
+    if isinstance(value, McpToolResult):
+        fields: dict[str, Any] = {}
+        for key, attribute in (
+            ("content", "content"),
+            ("structuredContent", "structured_content"),
+            ("references", "references"),
+            ("isError", "is_error"),
+            ("error", "error"),
+        ):
+            item = getattr(value, attribute)
+            if item is not None:
+                fields[key] = item
+        return fields
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, list):
+        return {}
+    return None
+
+
+def _page(page: object) -> tuple[list[Any], bool, object]:
+    if isinstance(page, McpToolPage):
+        tools: object = page.tools
+        has_cursor, cursor = page.next_cursor is not None, page.next_cursor
+    elif isinstance(page, Mapping):
+        tools = page.get("tools")
+        key = "nextCursor" if "nextCursor" in page else "next_cursor"
+        has_cursor, cursor = key in page, page.get(key)
+    else:
+        raise InvalidResult("Invalid MCP tool page")
+    if not isinstance(tools, list):
+        raise InvalidResult("Invalid MCP tool page")
+    return tools, has_cursor, cursor
+
+
+def _capability(server: str, tool: object) -> McpCapability:
+    fields: Mapping[str, Any] = tool if isinstance(tool, Mapping) else {}
+    name = nonempty(fields.get("name"), "MCP tool name")
+    input_schema = fields.get("inputSchema")
+    if not isinstance(input_schema, dict):
+        raise ContractError("Invalid MCP inputSchema")
+    json_value(input_schema, "MCP inputSchema")
+    built: dict[str, Any] = {
+        "server": server,
+        "name": name,
+        "input_schema": input_schema,
+    }
+    # The reference copies `description` unchecked; only a string can be published as one.
+    if isinstance(fields.get("description"), str):
+        built["description"] = fields["description"]
+    if "outputSchema" in fields:
+        output_schema = fields["outputSchema"]
+        if not isinstance(output_schema, dict):
+            raise ContractError("Invalid MCP outputSchema")
+        json_value(output_schema, "MCP outputSchema")
+        built["output_schema"] = output_schema
+    return McpCapability.model_construct(**built)
+
+
+def _result(
+    outcome: dict[str, Any],
+    call_id: str,
+    source: str,
+    fallback: InteractionError | None,
+) -> ExternalResult:
+    try:
+        return check.external_result(
+            {**outcome, "callId": call_id, "source": source}, fallback
+        )
+    except ContractError as error:
+        raise InvalidResult(error.message) from None

@@ -1,0 +1,73 @@
+"""INTERACTION.OBSERVE: shape an ExternalResult into a tool message (reference section 5).
+
+Pure and deterministic: the same result always gives an equal observation, and the result is not
+modified (content parts are shared, as the reference shares them, never copied and changed).
+"""
+
+from typing import Any
+
+from ..contracts import ContractError, ExternalResult, Message, Observation
+from ..contracts import validation as check
+from ..errors import InvalidInput
+
+
+def observe_request(value: object) -> Observation:
+    """The `P.observe` body `{"result": …}`: validate the result (no fallback), then observe it."""
+    result = value.get("result") if isinstance(value, dict) else None
+    try:
+        validated = check.external_result(result)
+    except ContractError as error:
+        raise InvalidInput(error.message) from None
+    return observe_external_result(validated)
+
+
+def observe_external_result(result: ExternalResult) -> Observation:
+    present = result.model_fields_set
+    parts: list[Any] = []
+    if result.status != "success" and result.error is not None:
+        error = result.error
+        parts.append(
+            {"type": "text", "text": f"{result.status}: {error.code}: {error.message}"}
+        )
+    if "content" in present:
+        parts.extend(_content_parts(result.content))
+    if "structured_content" in present:
+        parts.append({"type": "json", "data": result.structured_content})
+    for reference in result.references or ():
+        parts.append({"type": "reference", "reference": reference.to_wire()})
+    content: Any = parts
+    # The reference collapses one text part to its text; a part without a string `text` stays a
+    # list here, where the reference would drop `content` from the message altogether.
+    if (
+        len(parts) == 1
+        and parts[0].get("type") == "text"
+        and isinstance(parts[0].get("text"), str)
+    ):
+        content = parts[0]["text"]
+    built: dict[str, Any] = {
+        "call_id": result.call_id,
+        "source": result.source,
+        "status": result.status,
+        "message": Message.model_construct(
+            role="tool", name=result.source, content=content
+        ),
+    }
+    if "structured_content" in present:
+        built["structured_content"] = result.structured_content
+    if "references" in present:
+        built["references"] = result.references
+    if result.error is not None:
+        built["error"] = result.error
+    if "metadata" in present:
+        built["metadata"] = result.metadata
+    return Observation.model_construct(**built)
+
+
+def _content_parts(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list) and all(
+        isinstance(part, dict) and "type" in part for part in content
+    ):
+        return list(content)
+    return [{"type": "json", "data": content}]

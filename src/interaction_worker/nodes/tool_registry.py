@@ -1,0 +1,165 @@
+"""The tool registry: INTERACTION.ACT.TOOL without a bus (reference section 3)."""
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from ..contracts import (
+    ContractError,
+    ExternalResult,
+    ToolCall,
+    ToolDefinition,
+    json_object,
+    json_value,
+)
+from ..contracts import validation as check
+from ..errors import (
+    InteractionWorkerError,
+    InvalidInput,
+    InvalidResult,
+    NotFound,
+    RegistrationError,
+)
+from .context import ToolContext
+from .sandbox import Sandbox
+
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+@runtime_checkable
+class RegisteredTool(Protocol):
+    """Any object of this shape is a tool.
+
+    Optional attributes, read when present: `description`, `effects` (read / write / execute /
+    network), `requires_approval`, `idempotent`.
+    """
+
+    name: str
+    input_schema: Mapping[str, Any]
+
+    def validate(self, arguments: dict[str, Any]) -> None:
+        """Raise to reject the arguments; the message becomes the INVALID_INPUT error."""
+
+    async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        """Return the ExternalResult fields minus callId and source (a mapping or a model)."""
+
+
+def tool_definition(tool: RegisteredTool) -> ToolDefinition:
+    built: dict[str, Any] = {"name": tool.name, "input_schema": dict(tool.input_schema)}
+    description = getattr(tool, "description", None)
+    if description is not None:
+        built["description"] = description
+    effects = getattr(tool, "effects", None)
+    if effects is not None:
+        built["effects"] = list(effects)
+    requires_approval = getattr(tool, "requires_approval", None)
+    if requires_approval is not None:
+        built["requires_approval"] = requires_approval
+    return ToolDefinition.model_construct(**built)
+
+
+def is_rerunnable(tool: RegisteredTool) -> bool:
+    """A tool a ledger may run again after a crash: declared idempotent, or read-only."""
+    effects: Sequence[str] = getattr(tool, "effects", None) or ()
+    return bool(getattr(tool, "idempotent", False)) or (
+        bool(effects) and set(effects) == {"read"}
+    )
+
+
+class ToolRegistry:
+    """Tools by name, in registration order; `call` runs one in the reference's exact order."""
+
+    def __init__(self, tools: Sequence[RegisteredTool] = ()) -> None:
+        self._tools: dict[str, RegisteredTool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: RegisteredTool) -> Callable[[], bool]:
+        """Add a tool; returns `unregister()`, true only the first time and only for this object."""
+        name = getattr(tool, "name", None)
+        if (
+            not isinstance(name, str)
+            or not _TOOL_NAME.fullmatch(name)
+            or name in self._tools
+        ):
+            raise RegistrationError(f"Invalid or duplicate tool: {name}")
+        self._tools[name] = tool
+
+        def unregister() -> bool:
+            if self._tools.get(name) is tool:
+                del self._tools[name]
+                return True
+            return False
+
+        return unregister
+
+    def get(self, name: str) -> RegisteredTool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def list(self, sandbox: Sandbox) -> list[ToolDefinition]:
+        """The definitions of the tools the sandbox allows."""
+        return [
+            tool_definition(tool)
+            for name, tool in self._tools.items()
+            if sandbox.allows("tools", name)
+        ]
+
+    async def call(
+        self,
+        call: Mapping[str, Any] | ToolCall,
+        sandbox: Sandbox,
+        *,
+        context: ToolContext | None = None,
+        trusted_json: bool = False,
+    ) -> ExternalResult:
+        """call.id → permission → existence → arguments → validate → execute → result validation.
+
+        `trusted_json` skips the JSON-ness walk of the arguments, for bodies the strict parser produced.
+        """
+        raw = call.to_wire() if isinstance(call, ToolCall) else call
+        try:
+            fields = check.tool_call(dict(raw) if isinstance(raw, Mapping) else raw)
+        except ContractError as error:
+            raise InvalidInput(error.message) from None
+        call_id: str = fields["id"]
+        name: str = fields["name"]
+        sandbox.check("tools", name)
+        tool = self._tools.get(name)
+        if tool is None:
+            raise NotFound(f"Unknown tool: {name}")
+        arguments = fields.get("arguments")
+        try:
+            arguments = json_object(arguments, "call.arguments")
+            if not trusted_json:
+                json_value(arguments, "call.arguments")
+        except ContractError as error:
+            raise InvalidInput(error.message) from None
+        try:
+            tool.validate(arguments)
+        except InteractionWorkerError:
+            raise
+        except (
+            Exception
+        ) as error:  # a tool's validate may raise anything: its text is checked
+            raise InvalidInput(str(error)) from None
+        outcome = await tool.execute(
+            arguments, context or ToolContext(call_id, sandbox)
+        )
+        return tool_result(outcome, call_id, name)
+
+
+def tool_result(outcome: object, call_id: str, source: str) -> ExternalResult:
+    """Validate what a tool returned, with callId and source set by the registry."""
+    if isinstance(outcome, BaseModel):
+        outcome = outcome.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    if isinstance(outcome, Mapping):
+        outcome = {**outcome, "callId": call_id, "source": source}
+    try:
+        return check.external_result(outcome)
+    except ContractError as error:
+        raise InvalidResult(error.message) from None

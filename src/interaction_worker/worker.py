@@ -1,0 +1,124 @@
+"""InteractionWorker: the registries, the sink and the sandbox behind the four nodes.
+
+Each node method takes a request body as a JSON value (or its model) and returns the output model, or
+raises an `InteractionWorkerError` whose code is the wire's; the bus bindings call these methods.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .contracts import (
+    ExternalResult,
+    McpDiscoverOutput,
+    McpInvokeOutput,
+    Observation,
+    OutputReceipt,
+)
+from .contracts._base import WireModel
+from .errors import ConfigurationError, NotFound
+from .nodes import (
+    DeliveryContext,
+    McpClient,
+    McpRegistry,
+    OutputSink,
+    RegisteredTool,
+    Sandbox,
+    ToolContext,
+    ToolRegistry,
+    deliver_output,
+    observe_request,
+    output_request,
+)
+
+TOOL_NODE = "INTERACTION.ACT.TOOL"
+OBSERVE_NODE = "INTERACTION.OBSERVE"
+MCP_NODE = "INTERACTION.ACT.MCP"
+OUTPUT_NODE = "INTERACTION.OUTPUT"
+
+
+def _body(value: object) -> object:
+    return value.to_wire() if isinstance(value, WireModel) else value
+
+
+class InteractionWorker:
+    """The INTERACTION worker without a transport.
+
+    Args:
+        tools: tools to register, or a `ToolRegistry` kept by identity (later register/unregister
+            calls are seen).
+        mcp: MCP clients by server name, or an `McpRegistry` kept by identity.
+        output: the sink that receives deliveries; without one, OUTPUT answers NOT_FOUND.
+        sandbox: the permission policy; without one nothing is granted, as the seed's factory.
+        concurrency: the most executions in flight (None: no limit).
+    """
+
+    def __init__(
+        self,
+        *,
+        tools: Sequence[RegisteredTool] | ToolRegistry | None = None,
+        mcp: Mapping[str, McpClient] | McpRegistry | None = None,
+        output: OutputSink | None = None,
+        sandbox: Sandbox | None = None,
+        concurrency: int | None = None,
+    ) -> None:
+        if concurrency is not None and (
+            isinstance(concurrency, bool)
+            or not isinstance(concurrency, int)
+            or concurrency < 1
+        ):
+            raise ConfigurationError("Worker concurrency must be a positive integer")
+        self.tools = (
+            tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools or ())
+        )
+        if isinstance(mcp, McpRegistry) or mcp is None:
+            self.mcp = mcp
+        else:
+            self.mcp = McpRegistry()
+            for server, client in mcp.items():
+                self.mcp.register(server, client)
+        self.output = output
+        self.sandbox = sandbox if sandbox is not None else Sandbox()
+        self.sandbox_given = sandbox is not None
+        self.concurrency = concurrency
+
+    @property
+    def capabilities(self) -> list[str]:
+        nodes = [TOOL_NODE, OBSERVE_NODE]
+        if self.mcp is not None:
+            nodes.append(MCP_NODE)
+        if self.output is not None:
+            nodes.append(OUTPUT_NODE)
+        return nodes
+
+    async def call_tool(
+        self,
+        request: object,
+        *,
+        context: ToolContext | None = None,
+        trusted_json: bool = False,
+    ) -> ExternalResult:
+        """INTERACTION.ACT.TOOL: `{"call": ToolCall}` → ExternalResult."""
+        body = _body(request)
+        call: Any = body.get("call") if isinstance(body, dict) else None
+        return await self.tools.call(
+            call, self.sandbox, context=context, trusted_json=trusted_json
+        )
+
+    async def call_mcp(self, request: object) -> McpDiscoverOutput | McpInvokeOutput:
+        """INTERACTION.ACT.MCP: discover | invoke."""
+        if self.mcp is None:
+            raise NotFound(f"No available Worker implements {MCP_NODE}")
+        return await self.mcp.execute(_body(request), self.sandbox)
+
+    def observe(self, request: object) -> Observation:
+        """INTERACTION.OBSERVE: `{"result": ExternalResult}` → Observation."""
+        return observe_request(_body(request))
+
+    async def deliver(
+        self, request: object, *, context: DeliveryContext | None = None
+    ) -> OutputReceipt:
+        """INTERACTION.OUTPUT: `{"deliveryId", "message", "artifacts"?}` → OutputReceipt."""
+        if self.output is None:
+            raise NotFound(f"No available Worker implements {OUTPUT_NODE}")
+        validated = output_request(_body(request))
+        return await deliver_output(validated, self.output, context)

@@ -1,0 +1,236 @@
+import os
+import socket
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import nats
+import nats.errors
+import pytest
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from interaction_worker.embedded import (
+    EmbeddedNatsServer,
+    EmbeddedServerError,
+    find_nats_server,
+    read_embedded_credentials,
+)
+from natsserver import NatsServerFactory
+
+# Starting a process on a loaded 2-core CI machine can take seconds.
+START_BOUND = 30
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def _connect(url: str, **auth: str) -> Client:
+    """Connect with no retries: a refused client fails at once instead of after minutes."""
+
+    async def quiet(exc: Exception) -> None:
+        pass  # the failure reaches the caller as an exception; don't log it twice
+
+    nc = Client()
+    try:
+        with anyio.fail_after(10):
+            await nc.connect(
+                url,
+                error_cb=quiet,
+                allow_reconnect=False,
+                max_reconnect_attempts=1,
+                reconnect_time_wait=0.1,
+                connect_timeout=2,
+                **auth,
+            )
+    except BaseException:
+        # nats-py leaves the socket of a refused connect open (a ResourceWarning at GC time).
+        await nc.close()
+        raise
+    return nc
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+async def test_token_client_round_trips_a_message(tmp_path: Path) -> None:
+    with anyio.fail_after(START_BOUND):
+        async with EmbeddedNatsServer(tmp_path / "data", port=0) as server:
+            nc = await _connect(server.url, token=server.token)
+            got: list[bytes] = []
+            received = anyio.Event()
+
+            async def on_msg(msg: Msg) -> None:
+                got.append(msg.data)
+                received.set()
+
+            await nc.subscribe("embedded.echo", cb=on_msg)
+            await nc.publish("embedded.echo", b"hello")
+            await received.wait()
+            await nc.drain()
+    assert got == [b"hello"]
+
+
+async def test_jetstream_is_enabled(tmp_path: Path) -> None:
+    with anyio.fail_after(START_BOUND):
+        async with EmbeddedNatsServer(tmp_path / "data", port=0) as server:
+            nc = await _connect(server.url, token=server.token)
+            info = await nc.jetstream().account_info()
+            await nc.close()
+    assert info.streams == 0
+    assert (tmp_path / "data" / "nats" / "jetstream").is_dir()
+
+
+@pytest.mark.parametrize(
+    "auth", [{}, {"token": "wrong"}], ids=["no-token", "wrong-token"]
+)
+async def test_client_without_the_token_is_refused(
+    tmp_path: Path, auth: dict[str, str]
+) -> None:
+    with anyio.fail_after(START_BOUND):
+        async with EmbeddedNatsServer(tmp_path / "data", port=0) as server:
+            with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+                await _connect(server.url, **auth)
+
+
+async def test_secrets_are_private_and_not_on_the_command_line(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with anyio.fail_after(START_BOUND):
+        async with EmbeddedNatsServer(data, port=0) as server:
+            cmdline = await anyio.Path(f"/proc/{server.pid}/cmdline").read_bytes()
+            assert _mode(data) == 0o700
+            for name in ("token", "nats-server.conf", "url"):
+                assert _mode(data / name) == 0o600, name
+            assert (data / "token").read_text().strip() == server.token
+            assert server.token in (data / "nats-server.conf").read_text()
+            assert server.token.encode() not in cmdline
+            assert (data / "url").read_text().strip() == server.url
+            assert server.token not in server.url
+            assert read_embedded_credentials(data) == (server.url, server.token)
+
+
+async def test_second_start_reuses_the_token(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with anyio.fail_after(2 * START_BOUND):
+        async with EmbeddedNatsServer(data, port=0) as first:
+            first_token = first.token
+        async with EmbeddedNatsServer(data, port=0) as second:
+            nc = await _connect(second.url, token=first_token)
+            await nc.close()
+    assert second.token == first_token
+
+
+async def test_stop_leaves_no_process_and_is_idempotent(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    server = EmbeddedNatsServer(data, port=0)
+    with anyio.fail_after(START_BOUND):
+        await server.start()
+        pid = server.pid
+        assert _pid_exists(pid)
+        await server.stop()
+        await server.stop()
+    assert not _pid_exists(pid)
+    assert read_embedded_credentials(data) is None  # the URL file goes with the server
+    assert not list(data.glob("*.ports"))
+
+
+async def test_explicit_port_is_used(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    with anyio.fail_after(START_BOUND):
+        async with EmbeddedNatsServer(tmp_path / "data", port=port) as server:
+            assert server.url == f"nats://127.0.0.1:{port}"
+
+
+async def test_port_in_use_is_one_clear_error(tmp_path: Path, busy_port: int) -> None:
+    server = EmbeddedNatsServer(tmp_path / "data", port=busy_port)
+    with anyio.fail_after(START_BOUND), pytest.raises(EmbeddedServerError) as err:
+        await server.start()
+    assert str(err.value) == f"port {busy_port} is in use"
+
+
+async def test_default_port_falls_back_when_4222_is_taken(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", 4222))
+            sock.listen()
+        except OSError:
+            pass  # somebody else holds it, which serves this test just as well
+        with anyio.fail_after(START_BOUND):
+            async with EmbeddedNatsServer(tmp_path / "data") as server:
+                assert not server.url.endswith(":4222")
+                nc = await _connect(server.url, token=server.token)
+                await nc.close()
+
+
+async def test_early_exit_is_reported_in_one_line(tmp_path: Path) -> None:
+    server = EmbeddedNatsServer(tmp_path / "data", port=0, binary="/bin/false")
+    with anyio.fail_after(START_BOUND), pytest.raises(EmbeddedServerError) as err:
+        await server.start()
+    assert str(err.value).startswith("nats-server exited with code 1")
+    assert "\n" not in str(err.value)
+
+
+async def test_missing_binary_is_one_clear_error(tmp_path: Path) -> None:
+    server = EmbeddedNatsServer(
+        tmp_path / "data", port=0, binary=str(tmp_path / "nope")
+    )
+    with pytest.raises(
+        EmbeddedServerError, match="^cannot run nats-server: No such file"
+    ):
+        await server.start()
+
+
+async def test_data_dir_with_quotes_and_backslashes_works(tmp_path: Path) -> None:
+    # The conf lexer knows only a few escapes; a path must survive quoting.
+    data = tmp_path / 'da ta"\\x é' / "data"
+    with anyio.fail_after(START_BOUND):
+        async with EmbeddedNatsServer(data, port=0) as server:
+            nc = await _connect(server.url, token=server.token)
+            await nc.jetstream().account_info()
+            await nc.close()
+    assert (data / "nats" / "jetstream").is_dir()
+
+
+async def test_unusable_data_dir_is_one_clear_error(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    server = EmbeddedNatsServer(not_a_dir, port=0)
+    with pytest.raises(
+        EmbeddedServerError, match="^cannot prepare the data directory: Not a"
+    ):
+        await server.start()
+
+
+def test_the_wheel_binary_is_found() -> None:
+    assert os.access(find_nats_server(), os.X_OK)
+
+
+def test_no_credentials_without_a_data_dir(tmp_path: Path) -> None:
+    assert read_embedded_credentials(tmp_path / "missing") is None
+
+
+async def test_factory_server_with_user_and_password(
+    nats_server_factory: NatsServerFactory,
+) -> None:
+    server = nats_server_factory("--user", "a", "--pass", "b")
+    nc = await _connect(server.url, user="a", password="b")
+    await nc.close()
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+        await _connect(server.url, user="a", password="wrong")
