@@ -7,6 +7,9 @@ raises an `InteractionWorkerError` whose code is the wire's; the bus bindings ca
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from faststream.nats import NatsRouter
+from nats.aio.client import Client
+
 from .contracts import (
     ExternalResult,
     McpDiscoverOutput,
@@ -29,6 +32,11 @@ from .nodes import (
     observe_request,
     output_request,
 )
+from .subscribers import MessageHandler, NatsBinding, Subjects, build_router
+
+DEFAULT_MAX_PAYLOAD = (
+    1024 * 1024
+)  # nats-server's default, for the router (no connection yet)
 
 TOOL_NODE = "INTERACTION.ACT.TOOL"
 OBSERVE_NODE = "INTERACTION.OBSERVE"
@@ -122,3 +130,67 @@ class InteractionWorker:
             raise NotFound(f"No available Worker implements {OUTPUT_NODE}")
         validated = output_request(_body(request))
         return await deliver_output(validated, self.output, context)
+
+    def message_handler(
+        self,
+        *,
+        prefix: str = "interaction",
+        reply_prefixes: tuple[str, ...] = ("_INBOX.",),
+        max_payload: int = DEFAULT_MAX_PAYLOAD,
+        tool_timeout: float | None = 60.0,
+    ) -> MessageHandler:
+        """The transport-neutral handling of this worker's messages (both bindings use it)."""
+        return MessageHandler(
+            self,
+            subjects=Subjects(prefix),
+            reply_prefixes=reply_prefixes,
+            max_payload=max_payload,
+            tool_timeout=tool_timeout,
+        )
+
+    def nats_binding(
+        self,
+        client: Client,
+        *,
+        prefix: str = "interaction",
+        queue: str | None = None,
+        reply_prefixes: tuple[str, ...] = ("_INBOX.",),
+        tool_timeout: float | None = 60.0,
+        max_pending: int = 1000,
+    ) -> NatsBinding:
+        """The standalone serving path on a connected nats-py client; `start()` it to serve."""
+        handler = self.message_handler(
+            prefix=prefix,
+            reply_prefixes=reply_prefixes,
+            max_payload=client.max_payload,
+            tool_timeout=tool_timeout,
+        )
+        return NatsBinding(
+            client,
+            handler,
+            queue=queue or f"{prefix}-workers",
+            concurrency=self.concurrency,
+            max_pending=max_pending,
+        )
+
+    def router(
+        self,
+        *,
+        prefix: str = "interaction",
+        queue: str | None = None,
+        reply_prefixes: tuple[str, ...] = ("_INBOX.",),
+        tool_timeout: float | None = 60.0,
+        max_payload: int = DEFAULT_MAX_PAYLOAD,
+    ) -> NatsRouter:
+        """A FastStream router serving the same subjects, to include in your own broker."""
+        handler = self.message_handler(
+            prefix=prefix,
+            reply_prefixes=reply_prefixes,
+            max_payload=max_payload,
+            tool_timeout=tool_timeout,
+        )
+        return build_router(
+            handler,
+            queue=queue or f"{prefix}-workers",
+            max_workers=self.concurrency or 64,
+        )

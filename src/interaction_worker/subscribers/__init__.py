@@ -1,0 +1,24 @@
+"""The bus: the subject table, the dispatcher and the two bindings (nats-py and FastStream)."""
+
+from .dispatcher import Dispatcher
+from .envelope import Publish
+from .faststream_router import build_router
+from .handler import Incoming, MessageHandler, Nodes
+from .nats_binding import NatsBinding
+from .subjects import KINDS, NO_KEY, Kind, Subjects, is_safe_header_value, subject_key
+
+__all__ = [
+    "KINDS",
+    "NO_KEY",
+    "Dispatcher",
+    "Incoming",
+    "Kind",
+    "MessageHandler",
+    "NatsBinding",
+    "Nodes",
+    "Publish",
+    "Subjects",
+    "build_router",
+    "is_safe_header_value",
+    "subject_key",
+]

@@ -1,0 +1,166 @@
+"""What the worker publishes besides results: headers, error replies and dead letters (wire.md 3-5)."""
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InteractionWorkerError
+from .subjects import is_safe_header_value
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+_TRACE_HEADERS = ("traceparent", "tracestate")
+_REDACTED = "[redacted]"
+_NOT_CREDENTIALS = frozenset(("nats-msg-id", "interaction-key"))
+_CREDENTIAL_WORDS = ("token", "secret", "password", "key")
+
+Publish = tuple[str, bytes, dict[str, str]]
+
+
+def trace_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    if not headers:
+        return {}
+    return {name: headers[name] for name in _TRACE_HEADERS if name in headers}
+
+
+def event_headers(
+    *,
+    key: str,
+    id_header: str,
+    identifier: str,
+    status: str,
+    error_code: str | None,
+    msg_id: str,
+    trace: dict[str, str],
+) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Interaction-Key": key}
+    if is_safe_header_value(identifier):
+        headers[id_header] = identifier
+    headers["Interaction-Status"] = status
+    if error_code is not None:
+        headers["Interaction-Error-Code"] = error_code
+    headers["Nats-Msg-Id"] = msg_id
+    if trace:
+        headers.update(trace)
+    return headers
+
+
+def error_reply(error: InteractionWorkerError) -> tuple[bytes, dict[str, str]]:
+    """The NATS services convention: the code and message in headers and in the body."""
+    body = json.dumps(
+        {"error": {"code": error.code, "message": error.message}}, ensure_ascii=False
+    ).encode()
+    headers = {
+        "Content-Type": "application/json",
+        "Nats-Service-Error": error.message,
+        "Nats-Service-Error-Code": str(error.status),
+    }
+    return body, headers
+
+
+def redact_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """Request headers for a dead letter, with credentials replaced by "[redacted]"."""
+    if not headers:
+        return {}
+    redacted: dict[str, str] = {}
+    for name, value in headers.items():
+        lowered = name.lower()
+        secret = lowered in ("authorization", "cookie") or (
+            lowered not in _NOT_CREDENTIALS
+            and any(w in lowered for w in _CREDENTIAL_WORDS)
+        )
+        redacted[name] = _REDACTED if secret else value
+    return redacted
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterInput:
+    subject: str
+    data: bytes
+    headers: Mapping[str, str] | None
+    error: InteractionWorkerError
+    id_field: str | None  # "callId" or "deliveryId"
+    identifier: str | None
+    received_at: str
+    attempts: int = 1
+
+
+def dead_letter_body(letter: DeadLetterInput, max_payload: int) -> bytes:
+    """The dead letter as JSON; past `max_payload` the longest payload prefix that fits is kept,
+    with `truncated`, the original `size` and its `sha256`."""
+    try:
+        letter.data.decode("utf-8")
+        is_text = True
+    except UnicodeDecodeError:
+        is_text = False
+    body = _encode(_document(letter, letter.data, is_text, truncated=False))
+    if len(body) <= max_payload:
+        return body
+    keep = max(0, len(letter.data) - (len(body) - max_payload))
+    while True:
+        prefix = letter.data[:keep]
+        if is_text:
+            prefix = prefix.decode("utf-8", "ignore").encode("utf-8")
+        body = _encode(_document(letter, prefix, is_text, truncated=True))
+        if len(body) <= max_payload or keep == 0:
+            return body
+        # JSON escaping can make the text longer than its bytes: shrink by the excess and retry.
+        keep = max(0, min(keep - 1, keep - (len(body) - max_payload)))
+
+
+def _document(
+    letter: DeadLetterInput, payload: bytes, is_text: bool, *, truncated: bool
+) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "subject": letter.subject,
+        "error": {"code": letter.error.code, "message": letter.error.message},
+    }
+    if letter.id_field is not None and letter.identifier is not None:
+        document[letter.id_field] = letter.identifier
+    if is_text:
+        document["payload"] = payload.decode("utf-8")
+    else:
+        document["payload"] = base64.b64encode(payload).decode("ascii")
+        document["encoding"] = "base64"
+    document["headers"] = redact_headers(letter.headers)
+    document["receivedAt"] = letter.received_at
+    document["attempts"] = letter.attempts
+    if truncated:
+        document["truncated"] = True
+        document["size"] = len(letter.data)
+        document["sha256"] = hashlib.sha256(letter.data).hexdigest()
+    return document
+
+
+def _encode(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def dead_letter_headers(
+    *,
+    key: str,
+    id_header: str | None,
+    identifier: str | None,
+    error: InteractionWorkerError,
+    msg_id: str,
+    trace: dict[str, str],
+) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Interaction-Key": key}
+    if (
+        id_header is not None
+        and identifier is not None
+        and is_safe_header_value(identifier)
+    ):
+        headers[id_header] = identifier
+    headers["Interaction-Status"] = "error"
+    headers["Interaction-Error-Code"] = error.code
+    headers["Nats-Msg-Id"] = msg_id
+    headers.update(trace)
+    return headers
+
+
+def headers_size(headers: Mapping[str, str]) -> int:
+    """The bytes `headers` take on the wire (NATS/1.0 line, `Name: value` lines, blank line)."""
+    return 12 + sum(len(k) + len(v.encode()) + 4 for k, v in headers.items())

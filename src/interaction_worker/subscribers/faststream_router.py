@@ -1,0 +1,43 @@
+"""The FastStream binding: the same handlers as a `NatsRouter`, for teams that mount the worker in
+their own FastStream application, and for the AsyncAPI document.
+
+It costs more CPU per message than the nats-py binding (FastStream's per-message machinery) and runs
+up to `max_workers` messages at once per subject; `max_pending`/OVERLOADED belong to the nats-py
+binding's dispatcher and do not apply here. FastStream adds its own `content-type` and
+`correlation_id` headers to everything it publishes.
+"""
+
+from faststream.nats import NatsMessage, NatsRouter
+from faststream.nats.annotations import NatsBroker
+
+from .handler import Incoming, MessageHandler
+from .subjects import KINDS, Kind
+
+
+def build_router(
+    handler: MessageHandler, *, queue: str, max_workers: int = 64
+) -> NatsRouter:
+    router = NatsRouter()
+    for kind in KINDS:
+        _subscribe(router, handler, kind, queue, max_workers)
+    return router
+
+
+def _subscribe(
+    router: NatsRouter,
+    handler: MessageHandler,
+    kind: Kind,
+    queue: str,
+    max_workers: int,
+) -> None:
+    subject = handler.subjects.request(kind)
+
+    # no_reply: the handler publishes its own reply (or error reply); FastStream would add an empty one.
+    @router.subscriber(
+        subject, queue=queue, max_workers=max_workers, title=subject, no_reply=True
+    )
+    async def on_message(msg: NatsMessage, broker: NatsBroker) -> None:
+        raw = msg.raw_message
+        incoming = Incoming(raw.subject, raw.data, raw.headers, raw.reply)
+        for target, payload, headers in await handler.handle(kind, incoming):
+            await broker.publish(payload, target, headers=headers)

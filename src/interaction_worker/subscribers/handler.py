@@ -1,0 +1,452 @@
+"""One message in, its publishes out: the transport-neutral handling shared by both bindings.
+
+This is the one place that turns exceptions into error replies and dead letters (wire.md 4-5). A
+message's publishes are computed completely before any is sent, so a refusal never follows a
+half-published success, and a refused message publishes no event.
+"""
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
+
+from ..contracts import (
+    ExternalResult,
+    JsonRefused,
+    McpDiscoverOutput,
+    McpInvokeOutput,
+    Observation,
+    OutputReceipt,
+    js_trim,
+    parse_json_object,
+)
+from ..contracts import validation as check
+from ..errors import (
+    InteractionWorkerError,
+    Internal,
+    InvalidInput,
+    InvalidJson,
+    ResultTooLarge,
+)
+from ..nodes import DeliveryContext, Sandbox, ToolContext, observe_external_result
+from .envelope import (
+    JSON_HEADERS,
+    DeadLetterInput,
+    Publish,
+    dead_letter_body,
+    dead_letter_headers,
+    error_reply,
+    event_headers,
+    headers_size,
+    trace_headers,
+)
+from .subjects import NO_KEY, Kind, Subjects, is_publishable_subject, subject_key
+
+REPLY_TO_HEADER = "Interaction-Reply-To"
+_ID_HEADER: dict[Kind, str] = {
+    "tool": "Interaction-Call-Id",
+    "mcp": "Interaction-Call-Id",
+    "observe": "Interaction-Call-Id",
+    "output": "Interaction-Delivery-Id",
+}
+_LOGGER = logging.getLogger("interaction_worker")
+T = TypeVar("T")
+
+
+class Nodes(Protocol):
+    """The four nodes, as `InteractionWorker` offers them."""
+
+    sandbox: Sandbox
+
+    async def call_tool(
+        self,
+        request: object,
+        *,
+        context: ToolContext | None = None,
+        trusted_json: bool = False,
+    ) -> ExternalResult: ...
+
+    async def call_mcp(
+        self, request: object
+    ) -> McpDiscoverOutput | McpInvokeOutput: ...
+
+    def observe(self, request: object) -> Observation: ...
+
+    async def deliver(
+        self, request: object, *, context: DeliveryContext | None = None
+    ) -> OutputReceipt: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """A received message, whatever the binding: the subject it came on, its body, headers and reply."""
+
+    subject: str
+    data: bytes
+    headers: Mapping[str, str] | None
+    reply: str | None
+
+
+def utc_timestamp() -> str:
+    now = datetime.now(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def _valid_id(value: object) -> str | None:
+    if isinstance(value, str) and 0 < len(value) <= 256 and js_trim(value):
+        return value
+    return None
+
+
+def _identifier(kind: Kind, body: dict[str, Any]) -> str | None:
+    """The id that keys the message's subjects, when a valid one can be read."""
+    if kind == "output":
+        return _valid_id(body.get("deliveryId"))
+    if kind == "observe":
+        result = body.get("result")
+        return _valid_id(result.get("callId")) if isinstance(result, dict) else None
+    if kind == "mcp" and body.get("operation") == "discover":
+        return _valid_id(body.get("server"))
+    call = body.get("call")
+    return _valid_id(call.get("id")) if isinstance(call, dict) else None
+
+
+def _failure(
+    call_id: str, source: str, status: str, code: str, message: str
+) -> ExternalResult:
+    return check.external_result(
+        {
+            "callId": call_id,
+            "source": source,
+            "status": status,
+            "error": {"code": code, "message": message, "retryable": False},
+        }
+    )
+
+
+class MessageHandler:
+    """Runs one message through the worker's nodes and says what to publish.
+
+    Args:
+        max_payload: the server's limit; replies and events that would exceed it are replaced.
+        tool_timeout: seconds a tool may run before it is cancelled with TOOL_TIMEOUT.
+        clock: the `receivedAt` of dead letters.
+    """
+
+    def __init__(
+        self,
+        worker: Nodes,
+        *,
+        subjects: Subjects,
+        reply_prefixes: tuple[str, ...] = ("_INBOX.",),
+        max_payload: int = 1024 * 1024,
+        tool_timeout: float | None = 60.0,
+        clock: Callable[[], str] = utc_timestamp,
+        logger: logging.Logger = _LOGGER,
+    ) -> None:
+        self.worker = worker
+        self.subjects = subjects
+        self.reply_prefixes = reply_prefixes
+        self.max_payload = max_payload
+        self.tool_timeout = tool_timeout
+        self.clock = clock
+        self.logger = logger
+        # Set when shutdown cancels running calls: their cancellation becomes a WORKER_SHUTDOWN outcome.
+        self.shutting_down = False
+
+    def reply_target(
+        self, msg: Incoming
+    ) -> tuple[str | None, InteractionWorkerError | None]:
+        """Where the reply goes: a valid Interaction-Reply-To header, else the reply subject."""
+        requested = msg.headers.get(REPLY_TO_HEADER) if msg.headers else None
+        if requested is None:
+            return msg.reply or None, None
+        if is_publishable_subject(requested, self.reply_prefixes):
+            return requested, None
+        return msg.reply or None, InvalidInput(
+            "Interaction-Reply-To must be a subject under an allowed reply prefix"
+        )
+
+    async def handle(self, kind: Kind, msg: Incoming) -> list[Publish]:
+        target, reply_error = self.reply_target(msg)
+        key, identifier, keyed_by_call = NO_KEY, None, True
+        try:
+            try:
+                body = parse_json_object(msg.data)
+            except JsonRefused as refused:
+                raise InvalidJson(f"Invalid JSON: {refused.message}") from None
+            identifier = _identifier(kind, body)
+            # A discover of one server is keyed by the server name, which is not a call id.
+            keyed_by_call = not (kind == "mcp" and body.get("operation") == "discover")
+            if identifier is not None:
+                key = subject_key(identifier)
+            if reply_error is not None:
+                raise reply_error
+            return await self._run(kind, body, key, identifier, target, msg)
+        except InteractionWorkerError as error:
+            return self.refuse(
+                kind,
+                msg,
+                error,
+                key=key,
+                identifier=identifier,
+                target=target,
+                keyed_by_call=keyed_by_call,
+            )
+        except Exception:
+            self.logger.exception("unexpected error on %s", msg.subject)
+            return self.refuse(
+                kind,
+                msg,
+                Internal(),
+                key=key,
+                identifier=identifier,
+                target=target,
+                keyed_by_call=keyed_by_call,
+            )
+
+    def refuse(
+        self,
+        kind: Kind,
+        msg: Incoming,
+        error: InteractionWorkerError,
+        *,
+        key: str = NO_KEY,
+        identifier: str | None = None,
+        target: str | None = None,
+        keyed_by_call: bool = True,
+    ) -> list[Publish]:
+        """The error reply (when there is somewhere to send it) and the dead letter."""
+        publishes: list[Publish] = []
+        if target:
+            body, headers = error_reply(error)
+            publishes.append((target, body, headers))
+        is_call = keyed_by_call
+        id_field = ("deliveryId" if kind == "output" else "callId") if is_call else None
+        headers = dead_letter_headers(
+            key=key,
+            id_header=_ID_HEADER[kind] if is_call else None,
+            identifier=identifier,
+            error=error,
+            msg_id=uuid.uuid4().hex,
+            trace=trace_headers(msg.headers),
+        )
+        letter = DeadLetterInput(
+            subject=msg.subject,
+            data=msg.data,
+            headers=msg.headers,
+            error=error,
+            id_field=id_field,
+            identifier=identifier if is_call else None,
+            received_at=self.clock(),
+        )
+        body = dead_letter_body(letter, self.max_payload - headers_size(headers))
+        publishes.append((self.subjects.dead(kind, key), body, headers))
+        return publishes
+
+    async def _run(
+        self,
+        kind: Kind,
+        body: dict[str, Any],
+        key: str,
+        identifier: str | None,
+        target: str | None,
+        msg: Incoming,
+    ) -> list[Publish]:
+        trace = trace_headers(msg.headers)
+        if kind == "tool":
+            result = await self._call_tool(body, identifier)
+            return self._result_publishes("tool", result, key, target, trace, None)
+        if kind == "mcp":
+            output = await self._cancellable(self.worker.call_mcp(body), body, "mcp")
+            if isinstance(output, ExternalResult):
+                return self._result_publishes(
+                    "mcp", output, key, target, trace, "invoke"
+                )
+            if isinstance(output, McpInvokeOutput):
+                return self._result_publishes(
+                    "mcp", output.result, key, target, trace, "invoke"
+                )
+            payload = output.to_json()
+            if len(payload) + headers_size(JSON_HEADERS) > self.max_payload:
+                raise ResultTooLarge(
+                    "The discover reply is larger than the server's max_payload"
+                )
+            return [(target, payload, JSON_HEADERS)] if target else []
+        if kind == "observe":
+            observation = self.worker.observe(body)
+            payload = observation.to_json()
+            if len(payload) + headers_size(JSON_HEADERS) > self.max_payload:
+                raise ResultTooLarge()
+            return [(target, payload, JSON_HEADERS)] if target else []
+        receipt = await self._deliver(body, identifier)
+        return self._receipt_publishes(receipt, key, target, trace)
+
+    async def _call_tool(
+        self, body: dict[str, Any], identifier: str | None
+    ) -> ExternalResult:
+        loop = asyncio.get_running_loop()
+        timeout = self.tool_timeout
+        context = None
+        if identifier is not None:
+            deadline = loop.time() + timeout if timeout is not None else None
+            context = ToolContext(identifier, self.worker.sandbox, deadline=deadline)
+        call = self.worker.call_tool(body, context=context, trusted_json=True)
+        if timeout is None:
+            return await self._cancellable(call, body, "tool")
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                return await self._cancellable(call, body, "tool")
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            return _failure(
+                body["call"]["id"],
+                body["call"]["name"],
+                "timeout",
+                "TOOL_TIMEOUT",
+                "Tool call timed out",
+            )
+
+    async def _cancellable(
+        self, work: Awaitable[T], body: dict[str, Any], kind: Kind
+    ) -> T | ExternalResult:
+        """Await `work`; a cancellation by shutdown becomes a `cancelled` WORKER_SHUTDOWN result."""
+        try:
+            return await work
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self.shutting_down or task is None:
+                raise
+            task.uncancel()
+            call = body["call"]
+            source = (
+                call["name"] if kind == "tool" else f"{body['server']}:{call['name']}"
+            )
+            return _failure(
+                call["id"],
+                source,
+                "cancelled",
+                "WORKER_SHUTDOWN",
+                "The worker shut down before the call finished",
+            )
+
+    async def _deliver(
+        self, body: dict[str, Any], identifier: str | None
+    ) -> OutputReceipt:
+        context = DeliveryContext(identifier) if identifier is not None else None
+        try:
+            return await self.worker.deliver(body, context=context)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self.shutting_down or task is None or identifier is None:
+                raise
+            task.uncancel()
+            return check.output_receipt(
+                {
+                    "deliveryId": identifier,
+                    "status": "unknown",
+                    "error": {
+                        "code": "WORKER_SHUTDOWN",
+                        "message": "The worker shut down before the sink answered",
+                        "retryable": False,
+                    },
+                }
+            )
+
+    def _result_publishes(
+        self,
+        family: str,
+        result: ExternalResult,
+        key: str,
+        target: str | None,
+        trace: dict[str, str],
+        operation: str | None,
+    ) -> list[Publish]:
+        result_json = result.to_json()
+        observation_json = observe_external_result(result).to_json()
+        reply_json = (
+            b'{"operation":"invoke","result":' + result_json + b"}"
+            if operation == "invoke"
+            else result_json
+        )
+        largest = max(len(reply_json), len(observation_json))
+        # Event headers are bounded (the raw id is at most 256 code points); 2 KiB covers them.
+        if largest + 2048 > self.max_payload:
+            result = check.external_result(
+                {
+                    "callId": result.call_id,
+                    "source": result.source,
+                    "status": "failed",
+                    "error": {
+                        "code": "RESULT_TOO_LARGE",
+                        "message": "The result is larger than the server's max_payload",
+                        "retryable": False,
+                    },
+                    "metadata": {"size": largest, "limit": self.max_payload},
+                }
+            )
+            return self._result_publishes(family, result, key, target, trace, operation)
+        code = result.error.code if result.error is not None else None
+        prefix = self.subjects.prefix
+        publishes: list[Publish] = []
+        if target:
+            publishes.append((target, reply_json, JSON_HEADERS))
+        for event, payload in (
+            ("result", result_json),
+            ("observation", observation_json),
+        ):
+            name = f"{family}.{event}"
+            headers = event_headers(
+                key=key,
+                id_header="Interaction-Call-Id",
+                identifier=result.call_id,
+                status=result.status,
+                error_code=code,
+                msg_id=f"{prefix}.{name}:{key}",
+                trace=trace,
+            )
+            publishes.append((f"{prefix}.{name}.{key}", payload, headers))
+        return publishes
+
+    def _receipt_publishes(
+        self,
+        receipt: OutputReceipt,
+        key: str,
+        target: str | None,
+        trace: dict[str, str],
+    ) -> list[Publish]:
+        payload = receipt.to_json()
+        if len(payload) + 2048 > self.max_payload:
+            receipt = check.output_receipt(
+                {
+                    "deliveryId": receipt.delivery_id,
+                    "status": receipt.status,
+                    "error": {
+                        "code": "RESULT_TOO_LARGE",
+                        "message": "The receipt is larger than the server's max_payload",
+                        "retryable": False,
+                    },
+                    "metadata": {"size": len(payload), "limit": self.max_payload},
+                }
+            )
+            payload = receipt.to_json()
+        prefix = self.subjects.prefix
+        headers = event_headers(
+            key=key,
+            id_header="Interaction-Delivery-Id",
+            identifier=receipt.delivery_id,
+            status=receipt.status,
+            error_code=receipt.error.code if receipt.error is not None else None,
+            msg_id=f"{prefix}.output.receipt:{key}",
+            trace=trace,
+        )
+        publishes: list[Publish] = []
+        if target:
+            publishes.append((target, payload, JSON_HEADERS))
+        publishes.append((f"{prefix}.output.receipt.{key}", payload, headers))
+        return publishes

@@ -1,0 +1,83 @@
+"""The standalone serving path: nats-py subscriptions feeding our bounded dispatcher."""
+
+import logging
+from typing import Any
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from .dispatcher import Dispatcher
+from .envelope import Publish
+from .handler import Incoming, MessageHandler
+from .subjects import KINDS, Kind
+
+_LOGGER = logging.getLogger("interaction_worker")
+
+
+class NatsBinding:
+    """Subscribes the four request subjects in a queue group and publishes what the handler says.
+
+    The client's pending limits sit far above `max_pending`, so the dispatcher refuses (OVERLOADED)
+    long before the client would drop a message as a slow consumer.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        handler: MessageHandler,
+        *,
+        queue: str,
+        concurrency: int | None = None,
+        max_pending: int = 1000,
+        logger: logging.Logger = _LOGGER,
+    ) -> None:
+        self.client = client
+        self.handler = handler
+        self.queue = queue
+        self.logger = logger
+        self.dispatcher = Dispatcher(
+            handler,
+            self._publish,
+            concurrency=concurrency,
+            max_pending=max_pending,
+            logger=logger,
+        )
+        self._subscriptions: list[Subscription] = []
+        self._pending_limit = max(65536, max_pending * 16)
+
+    async def _publish(self, publishes: list[Publish]) -> None:
+        publish = self.client.publish
+        for subject, payload, headers in publishes:
+            await publish(subject, payload, headers=headers)
+
+    async def start(self) -> None:
+        for kind in KINDS:
+            subject = self.handler.subjects.request(kind)
+            subscription = await self.client.subscribe(
+                subject,
+                queue=self.queue,
+                cb=self._callback(kind),
+                pending_msgs_limit=self._pending_limit,
+                pending_bytes_limit=self._pending_limit * 64 * 1024,
+            )
+            self._subscriptions.append(subscription)
+        await self.client.flush()
+
+    def _callback(self, kind: Kind) -> Any:
+        submit = self.dispatcher.submit
+
+        async def on_message(msg: Msg) -> None:
+            await submit(kind, Incoming(msg.subject, msg.data, msg.headers, msg.reply))
+
+        return on_message
+
+    async def stop(self, grace: float) -> None:
+        """Stop taking messages (a message already received is never dropped), then shut down."""
+        for subscription in self._subscriptions:
+            try:
+                await subscription.drain()  # type: ignore[no-untyped-call]
+            except Exception:  # a closed connection has nothing left to drain
+                self.logger.debug("draining a subscription failed", exc_info=True)
+        self._subscriptions.clear()
+        await self.dispatcher.shutdown(grace)
