@@ -30,7 +30,6 @@ from .nodes import (
     ToolRegistry,
     deliver_output,
     observe_request,
-    output_request,
 )
 from .subscribers import MessageHandler, NatsBinding, Subjects, build_router
 
@@ -72,7 +71,7 @@ class InteractionWorker:
         if concurrency is not None and (
             isinstance(concurrency, bool)
             or not isinstance(concurrency, int)
-            or concurrency < 1
+            or not 1 <= concurrency <= 2**53 - 1  # the reference's Number.isSafeInteger
         ):
             raise ConfigurationError("Worker concurrency must be a positive integer")
         self.tools = (
@@ -128,8 +127,19 @@ class InteractionWorker:
         """INTERACTION.OUTPUT: `{"deliveryId", "message", "artifacts"?}` → OutputReceipt."""
         if self.output is None:
             raise NotFound(f"No available Worker implements {OUTPUT_NODE}")
-        validated = output_request(_body(request))
-        return await deliver_output(validated, self.output, context)
+        return await deliver_output(_body(request), self.output, context)
+
+    async def aclose(self) -> None:
+        """Close what the worker holds that has a close: sinks, then MCP clients."""
+        for resource in (self.output, *(self.mcp.clients() if self.mcp else ())):
+            close = getattr(resource, "aclose", None) or getattr(
+                resource, "close", None
+            )
+            if close is None:
+                continue
+            outcome = close()
+            if hasattr(outcome, "__await__"):
+                await outcome
 
     def message_handler(
         self,

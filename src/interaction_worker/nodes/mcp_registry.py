@@ -105,9 +105,12 @@ class McpRegistry:
         self._clients: dict[str, McpClient] = {}
 
     def register(self, server: str, client: McpClient) -> Callable[[], bool]:
-        """Add a server's client; returns `unregister()`. The client is not closed by either."""
+        """Add a server's client; returns `unregister()`. The client is not closed by either.
+
+        The name must be an id (1 to 256 characters, wire.md section 1), or no request could name it.
+        """
         try:
-            nonempty(server, "server")
+            identifier(server, "server")
         except ContractError as error:
             raise RegistrationError(error.message) from None
         if server in self._clients:
@@ -124,6 +127,9 @@ class McpRegistry:
 
     def servers(self) -> list[str]:
         return list(self._clients)
+
+    def clients(self) -> list[McpClient]:
+        return list(self._clients.values())
 
     def get(self, server: str) -> McpClient | None:
         return self._clients.get(server)
@@ -191,8 +197,9 @@ class McpRegistry:
         fields = _fields(response)
         if fields is None:
             raise InvalidResult("Invalid MCP tool result")
+        # `isError: null` is a value, not an absent key (wire.md section 1), as in the reference.
         is_error = fields.get("isError")
-        if is_error is not None and not isinstance(is_error, bool):
+        if "isError" in fields and not isinstance(is_error, bool):
             raise InvalidResult("Invalid MCP isError")
         outcome = {"status": "failed" if is_error else "success"}
         for key in ("content", "structuredContent", "references", "error"):
@@ -255,8 +262,15 @@ class _Budget:
     capabilities: int = 0
 
 
+_SNAKE_FIELDS = {"structured_content": "structuredContent", "is_error": "isError"}
+
+
 def _fields(value: object) -> dict[str, Any] | None:
-    """An McpClient's answer as wire-named fields; None when it is not an object."""
+    """An McpClient's answer as wire-named fields; None when it is not an object.
+
+    A mapping may use the wire's names or McpToolResult's (config.md section 2); the wire's win.
+    Models inside the answer (an InteractionError, References) become their wire mappings.
+    """
     if isinstance(value, McpToolResult):
         fields: dict[str, Any] = {}
         for key, attribute in (
@@ -268,15 +282,33 @@ def _fields(value: object) -> dict[str, Any] | None:
         ):
             item = getattr(value, attribute)
             if item is not None:
-                fields[key] = item
+                fields[key] = _plain(item)
         return fields
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return _dump(value)
     if isinstance(value, Mapping):
-        return dict(value)
+        fields = {key: _plain(item) for key, item in value.items()}
+        for snake, camel in _SNAKE_FIELDS.items():
+            if snake in fields:
+                fields.setdefault(camel, fields.pop(snake))
+        return fields
     if isinstance(value, list):
         return {}
     return None
+
+
+def _plain(value: object) -> object:
+    """A model, or a list's models, as wire mappings; one level only, so a cycle is left to the
+    JSON check instead of recursing forever."""
+    if isinstance(value, BaseModel):
+        return _dump(value)
+    if isinstance(value, list) and any(isinstance(item, BaseModel) for item in value):
+        return [_dump(item) if isinstance(item, BaseModel) else item for item in value]
+    return value
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 def _page(page: object) -> tuple[list[Any], bool, object]:

@@ -1,0 +1,147 @@
+"""JSON Schemas of the wire payloads, generated from the contract models (wire.md section 9).
+
+One schema per payload, named as in `interaction_worker.contracts` and written to `<name>.schema.json`.
+Each schema is generated in the mode of the payload's direction: what the worker receives
+(`ToolCallRequest`, `McpInput`, `ObserveRequest`, `OutputRequest`) in pydantic's "validation" mode, what it
+publishes (`ExternalResult`, `McpOutput`, `Observation`, `OutputReceipt`, `ErrorReply`, `DeadLetter`,
+`McpCapability`, `ToolDefinition`) in "serialization" mode. The building blocks that travel both ways
+(`InteractionError`, `Reference`, `Message`, `Artifact`) use "validation" mode: the worker publishes only
+what passed their validation. Every schema carries `$schema` (draft 2020-12) and a `title` equal to the
+payload's name, unique across the files, which identifies it as an `$id` would.
+
+Three adjustments make pydantic's output say what the wire says (wire.md section 1):
+
+- An optional field whose Python default is `None` is *absent* on the wire, never `null`: its schema is the
+  field's type without the `null` branch and without `default: null`. Fields whose type admits `null` as a
+  value (`content`, `structuredContent`, `metadata`: any JSON value) keep admitting it.
+- A field typed with a single literal (the `operation` of the MCP union) is required: its Python default
+  is a convenience, the wire names the operation in every payload.
+- Property titles derived from field names (`Callid`) are left out; model titles stay.
+
+A schema describes the shape only. The validators in `contracts.validation` add what JSON Schema cannot
+say (blank strings, the safety rule of error messages, JSON depth) and fix the order of the checks and
+their messages.
+"""
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticUndefined, core_schema
+
+from .contracts import (
+    Artifact,
+    DeadLetter,
+    ErrorReply,
+    ExternalResult,
+    InteractionError,
+    McpCapability,
+    McpDiscoverInput,
+    McpDiscoverOutput,
+    McpInput,
+    McpInvokeInput,
+    McpInvokeOutput,
+    McpOutput,
+    Message,
+    Observation,
+    ObserveRequest,
+    OutputReceipt,
+    OutputRequest,
+    Reference,
+    ToolCallRequest,
+    ToolDefinition,
+)
+
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_SUFFIX = ".schema.json"
+
+_Mode = Literal["validation", "serialization"]
+
+# mypy reads an `Annotated[A | B, ...]` alias used as a value as a UnionType, not a type form.
+_MCP_INPUT: TypeAdapter[McpDiscoverInput | McpInvokeInput] = TypeAdapter(McpInput)  # type: ignore[arg-type]
+_MCP_OUTPUT: TypeAdapter[McpDiscoverOutput | McpInvokeOutput] = TypeAdapter(McpOutput)  # type: ignore[arg-type]
+
+_PAYLOADS: tuple[tuple[str, type[BaseModel] | TypeAdapter[Any], _Mode], ...] = (
+    ("ToolCallRequest", ToolCallRequest, "validation"),
+    ("McpInput", _MCP_INPUT, "validation"),
+    ("ObserveRequest", ObserveRequest, "validation"),
+    ("OutputRequest", OutputRequest, "validation"),
+    ("ExternalResult", ExternalResult, "serialization"),
+    ("McpOutput", _MCP_OUTPUT, "serialization"),
+    ("Observation", Observation, "serialization"),
+    ("OutputReceipt", OutputReceipt, "serialization"),
+    ("ErrorReply", ErrorReply, "serialization"),
+    ("DeadLetter", DeadLetter, "serialization"),
+    ("McpCapability", McpCapability, "serialization"),
+    ("ToolDefinition", ToolDefinition, "serialization"),
+    ("InteractionError", InteractionError, "validation"),
+    ("Reference", Reference, "validation"),
+    ("Message", Message, "validation"),
+    ("Artifact", Artifact, "validation"),
+)
+
+
+class _WireJsonSchema(GenerateJsonSchema):
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        if schema.get("default", PydanticUndefined) is not None:
+            return super().default_schema(schema)
+        inner: CoreSchema = schema["schema"]
+        if inner["type"] == "nullable":
+            inner = inner["schema"]
+        return self.generate_inner(inner)
+
+    def field_is_required(
+        self,
+        field: core_schema.ModelField
+        | core_schema.DataclassField
+        | core_schema.TypedDictField,
+        total: bool,
+    ) -> bool:
+        inner = field["schema"]
+        if (
+            inner["type"] == "default"
+            and inner["schema"]["type"] == "literal"
+            and len(inner["schema"]["expected"]) == 1
+        ):
+            return True
+        return super().field_is_required(field, total)
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+def wire_schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of every wire payload, by payload name."""
+    schemas: dict[str, dict[str, Any]] = {}
+    for name, source, mode in _PAYLOADS:
+        if isinstance(source, TypeAdapter):
+            generated = source.json_schema(
+                by_alias=True, mode=mode, schema_generator=_WireJsonSchema
+            )
+        else:
+            generated = source.model_json_schema(
+                by_alias=True, mode=mode, schema_generator=_WireJsonSchema
+            )
+        schemas[name] = {"$schema": JSON_SCHEMA_DIALECT, **generated, "title": name}
+    return schemas
+
+
+def schema_text(schema: dict[str, Any]) -> str:
+    """A schema as its file holds it: sorted keys, indent 2, UTF-8 text, trailing newline."""
+    return json.dumps(schema, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_schemas(directory: Path) -> list[Path]:
+    """Write `<name>.schema.json` for every payload and remove stale ones; other files are kept."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for name, schema in wire_schemas().items():
+        path = directory / f"{name}{SCHEMA_SUFFIX}"
+        path.write_text(schema_text(schema), encoding="utf-8")
+        written.append(path)
+    for stale in directory.glob(f"*{SCHEMA_SUFFIX}"):
+        if stale not in written:
+            stale.unlink()
+    return sorted(written)

@@ -1,0 +1,134 @@
+"""Serving a worker: the connection (embedded server or URL), the binding, signals and shutdown."""
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.errors import SlowConsumerError
+
+from .embedded import EmbeddedNatsServer
+from .worker import InteractionWorker
+
+_LOGGER = logging.getLogger("interaction_worker")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How to connect and serve; `url=None` starts the embedded server in `data_dir`."""
+
+    url: str | None = None
+    name: str = "interaction-worker"
+    prefix: str = "interaction"
+    queue: str | None = None
+    reply_prefixes: tuple[str, ...] = ("_INBOX.",)
+    data_dir: Path = Path(".interaction")
+    port: int | None = None
+    tool_timeout: float | None = 60.0
+    max_pending: int = 1000
+    shutdown_grace: float = 15.0
+    connect_timeout: float = 10.0
+    connect_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ConnectionStats:
+    slow_consumers: int = 0
+    disconnects: int = 0
+
+
+async def connect(url: str, options: ServeOptions, stats: ConnectionStats) -> Client:
+    """Connect, bounded: nats-py retries the first connect until its attempts run out."""
+
+    async def error_cb(error: Exception) -> None:
+        if isinstance(error, SlowConsumerError):
+            stats.slow_consumers += 1
+            _LOGGER.warning(
+                "slow consumer on %s: the client dropped a message", error.subject
+            )
+        else:
+            _LOGGER.warning("NATS connection error: %s", type(error).__name__)
+
+    async def disconnected_cb() -> None:
+        stats.disconnects += 1
+        _LOGGER.warning("disconnected from NATS; reconnecting")
+
+    async def reconnected_cb() -> None:
+        _LOGGER.info("reconnected to NATS")
+
+    async with asyncio.timeout(options.connect_timeout):
+        return await nats.connect(
+            url,
+            name=options.name,
+            error_cb=error_cb,
+            disconnected_cb=disconnected_cb,
+            reconnected_cb=reconnected_cb,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=1,
+            connect_timeout=2,
+            **options.connect_options,
+        )
+
+
+async def serve(
+    worker: InteractionWorker,
+    options: ServeOptions,
+    *,
+    ready: Callable[[str], None] = lambda url: None,
+    stop: asyncio.Event | None = None,
+    install_signal_handlers: bool = True,
+) -> ConnectionStats:
+    """Serve until SIGTERM/SIGINT (or `stop` is set), then shut down gracefully.
+
+    Graceful shutdown: stop taking messages (a message already received is never dropped), let
+    running calls finish within `shutdown_grace`, cancel the rest (WORKER_SHUTDOWN), refuse what
+    had not started (SHUTTING_DOWN), close sinks, drain the connection.
+    """
+    stop = stop or asyncio.Event()
+    stats = ConnectionStats()
+    loop = asyncio.get_running_loop()
+    async with contextlib.AsyncExitStack() as stack:
+        url = options.url
+        connect_options = dict(options.connect_options)
+        if url is None:
+            embedded = EmbeddedNatsServer(options.data_dir, port=options.port)
+            await embedded.start()
+            stack.push_async_callback(embedded.stop)
+            url = embedded.url
+            connect_options["token"] = embedded.token
+        client = await connect(url, _with(options, connect_options), stats)
+        stack.push_async_callback(_close, client)
+        binding = worker.nats_binding(
+            client,
+            prefix=options.prefix,
+            queue=options.queue,
+            reply_prefixes=options.reply_prefixes,
+            tool_timeout=options.tool_timeout,
+            max_pending=options.max_pending,
+        )
+        stack.push_async_callback(worker.aclose)
+        await binding.start()
+        if install_signal_handlers:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, stop.set)
+                stack.callback(loop.remove_signal_handler, signum)
+        ready(url)
+        await stop.wait()
+        _LOGGER.info("shutting down")
+        await binding.stop(options.shutdown_grace)
+    return stats
+
+
+def _with(options: ServeOptions, connect_options: dict[str, Any]) -> ServeOptions:
+    return ServeOptions(**{**options.__dict__, "connect_options": connect_options})
+
+
+async def _close(client: Client) -> None:
+    with contextlib.suppress(Exception):
+        await client.drain()
