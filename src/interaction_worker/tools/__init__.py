@@ -1,0 +1,5 @@
+"""Built-in tools."""
+
+from .read_text import ReadTextTool
+
+__all__ = ["ReadTextTool"]
