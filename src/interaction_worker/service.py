@@ -41,6 +41,7 @@ class ServeOptions:
 class ConnectionStats:
     slow_consumers: int = 0
     disconnects: int = 0
+    closing: bool = False  # our own drain disconnects too: not worth a warning
 
 
 async def connect(url: str, options: ServeOptions, stats: ConnectionStats) -> Client:
@@ -56,6 +57,8 @@ async def connect(url: str, options: ServeOptions, stats: ConnectionStats) -> Cl
             _LOGGER.warning("NATS connection error: %s", type(error).__name__)
 
     async def disconnected_cb() -> None:
+        if stats.closing:
+            return
         stats.disconnects += 1
         _LOGGER.warning("disconnected from NATS; reconnecting")
 
@@ -122,6 +125,7 @@ async def serve(
         await stop.wait()
         _LOGGER.info("shutting down")
         await binding.stop(options.shutdown_grace)
+        stats.closing = True
     return stats
 
 

@@ -79,6 +79,8 @@ def _check(value: object, name: str, ancestors: set[int], depth: int) -> None:
                     raise ContractError(
                         f"{name} must contain only JSON objects and arrays"
                     )
+                if has_lone_surrogate(key):  # keys are JSON strings too
+                    raise ContractError(f"{name} must be JSON-serializable")
                 _check(item, f"{name}.{key}", ancestors, depth + 1)
         else:
             for index, item in enumerate(value):

@@ -2,7 +2,7 @@
 
 from .context import DeliveryContext, ToolContext
 from .mcp_registry import McpClient, McpRegistry, McpToolPage, McpToolResult
-from .observe import observe_external_result, observe_request
+from .observe import observe_external_result, observe_request, observe_validated_result
 from .output import OutputSink, deliver_output, output_receipt, output_request
 from .sandbox import CommandExecutor, CommandResult, PermissionKind, Sandbox
 from .tool_registry import RegisteredTool, ToolRegistry, is_rerunnable, tool_definition
@@ -25,6 +25,7 @@ __all__ = [
     "is_rerunnable",
     "observe_external_result",
     "observe_request",
+    "observe_validated_result",
     "output_receipt",
     "output_request",
     "tool_definition",

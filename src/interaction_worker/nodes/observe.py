@@ -18,10 +18,21 @@ def observe_request(value: object) -> Observation:
         validated = check.external_result(result)
     except ContractError as error:
         raise InvalidInput(error.message) from None
-    return observe_external_result(validated)
+    return _observe(validated)
 
 
 def observe_external_result(result: ExternalResult) -> Observation:
+    """Observe a result, validated first as the reference does: a model built in code may still be
+    invalid (a failure without an error, an unsafe error message), and is then INVALID_INPUT."""
+    return observe_request({"result": result.to_wire()})
+
+
+def observe_validated_result(result: ExternalResult) -> Observation:
+    """Observe a result that a validator produced (a registry's output): no second validation."""
+    return _observe(result)
+
+
+def _observe(result: ExternalResult) -> Observation:
     present = result.model_fields_set
     parts: list[Any] = []
     if result.status != "success" and result.error is not None:

@@ -50,8 +50,14 @@ async def deliver_output(
     sink: OutputSink,
     context: DeliveryContext | None = None,
 ) -> OutputReceipt:
-    """Exactly one `deliver` per request, never retried; sink exceptions propagate."""
-    request = value if isinstance(value, OutputRequest) else output_request(value)
+    """Exactly one `deliver` per request, never retried; sink exceptions propagate.
+
+    The request is validated before the sink is called, a model too: pydantic accepts values the
+    reference refuses (a blank deliveryId, a NaN in the content).
+    """
+    request = output_request(
+        value.to_wire() if isinstance(value, OutputRequest) else value
+    )
     receipt = await sink.deliver(
         request, context or DeliveryContext(request.delivery_id)
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from ..contracts import js_trim
 from ..errors import ConfigurationError, InvalidInput, PermissionDenied
 
 PermissionKind = Literal["tools", "mcp", "skills", "network"]
@@ -58,7 +59,7 @@ class Sandbox:
                 continue
             if isinstance(entries, str) or not isinstance(entries, Sequence):
                 raise ConfigurationError(f"Invalid sandbox {key} permissions")
-            if any(not isinstance(e, str) or not e.strip() for e in entries):
+            if any(not isinstance(e, str) or not js_trim(e) for e in entries):
                 raise ConfigurationError(f"Invalid sandbox {key} permissions")
         self._lists: dict[str, frozenset[str]] = {
             key: frozenset(entries or ()) for key, entries in lists.items()
@@ -121,7 +122,9 @@ class Sandbox:
             raise PermissionDenied(
                 "Permission denied: execution requires an enabled SandboxExecutor"
             )
-        if not isinstance(command, str) or not command.strip() or "\0" in command:
+        if not isinstance(command, str) or not js_trim(command) or "\0" in command:
+            raise InvalidInput("Invalid sandbox command")
+        if isinstance(args, str) or not isinstance(args, Sequence):
             raise InvalidInput("Invalid sandbox command")
         if any(not isinstance(a, str) or "\0" in a for a in args):
             raise InvalidInput("Invalid sandbox command")

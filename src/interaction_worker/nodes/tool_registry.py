@@ -159,6 +159,10 @@ def tool_result(outcome: object, call_id: str, source: str) -> ExternalResult:
         outcome = outcome.model_dump(mode="json", by_alias=True, exclude_unset=True)
     if isinstance(outcome, Mapping):
         outcome = {**outcome, "callId": call_id, "source": source}
+    else:
+        # The reference spreads whatever came back into `{...outcome, callId, source}`: a value that is
+        # not an object adds no status, so the result fails as "Invalid external result status".
+        outcome = {"callId": call_id, "source": source}
     try:
         return check.external_result(outcome)
     except ContractError as error:

@@ -31,7 +31,7 @@ from ..errors import (
     InvalidJson,
     ResultTooLarge,
 )
-from ..nodes import DeliveryContext, Sandbox, ToolContext, observe_external_result
+from ..nodes import DeliveryContext, Sandbox, ToolContext, observe_validated_result
 from .envelope import (
     JSON_HEADERS,
     DeadLetterInput,
@@ -368,7 +368,7 @@ class MessageHandler:
         operation: str | None,
     ) -> list[Publish]:
         result_json = result.to_json()
-        observation_json = observe_external_result(result).to_json()
+        observation_json = observe_validated_result(result).to_json()
         reply_json = (
             b'{"operation":"invoke","result":' + result_json + b"}"
             if operation == "invoke"

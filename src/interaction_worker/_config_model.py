@@ -1,0 +1,299 @@
+"""The settings the configuration file describes, as frozen dataclasses (config.md section 1).
+
+Each class's defaults are what an absent key means. `Settings.effective()` writes them back as plain
+data that `parse_settings` reads again.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ._config_values import format_duration
+
+COMMAND_NAMES: tuple[str, ...] = (
+    "grep",
+    "ls",
+    "cat",
+    "find",
+    "head",
+    "tail",
+    "wc",
+    "sort",
+    "uniq",
+    "cut",
+    "stat",
+    "file",
+    "du",
+    "pwd",
+)
+SINK_TYPES: tuple[str, ...] = ("console", "nats", "jetstream", "http", "file")
+
+SinkType = Literal["console", "nats", "jetstream", "http", "file"]
+McpTransport = Literal["stdio", "http"]
+OutputPolicy = Literal["all", "any"]
+
+
+@dataclass(frozen=True)
+class NatsSettings:
+    url: str | None = None  # None: the embedded server
+    name: str = "interaction-worker"
+
+
+@dataclass(frozen=True)
+class SubjectSettings:
+    prefix: str = "interaction"
+    queue: str | None = None
+    reply_prefixes: tuple[str, ...] = ("_INBOX.",)
+
+    @property
+    def queue_group(self) -> str:
+        return self.queue or f"{self.prefix}-workers"
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """A `sandbox:` block; every field left out denies, as in the seed's Sandbox."""
+
+    tools: tuple[str, ...] = ()
+    mcp: tuple[str, ...] = ()
+    network: tuple[str, ...] = ()
+    read: bool = False
+    write: bool = False
+    execute: bool = False
+
+
+@dataclass(frozen=True)
+class CommandSettings:
+    enabled: tuple[str, ...] = COMMAND_NAMES
+    max_entries: int = 1000
+    max_output_bytes: int = 65536
+    max_error_bytes: int = 8192
+    timeout: float = 5.0
+
+
+@dataclass(frozen=True)
+class WebSearchSettings:
+    provider: Literal["brave"] = "brave"
+    timeout: float = 30.0
+    max_response_bytes: int = 1_048_576
+
+
+@dataclass(frozen=True)
+class ToolSettings:
+    """A `tools:` block: only what it lists is registered."""
+
+    read_text: bool = False
+    commands: CommandSettings | None = None
+    web_search: WebSearchSettings | None = None
+
+
+@dataclass(frozen=True)
+class BackoffSettings:
+    initial: float = 0.5
+    max: float = 30.0
+
+
+@dataclass(frozen=True)
+class McpServerSettings:
+    """One MCP server: `command`/`args`/`env`/`cwd` for stdio, `url`/`headers_env` for http."""
+
+    transport: McpTransport
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
+    cwd: Path | None = None
+    url: str | None = None
+    headers_env: dict[str, str] = field(default_factory=dict)  # header -> variable name
+    timeout: float = 30.0
+    required: bool = True
+    restart_backoff: BackoffSettings = field(default_factory=BackoffSettings)
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    max_discovery_pages: int = 100
+    max_capabilities: int = 1000
+    servers: dict[str, McpServerSettings] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    """One output sink: `subject` (nats, jetstream), `stream` (jetstream), `url` (http), `path` (file)."""
+
+    type: SinkType
+    name: str
+    timeout: float = 10.0
+    subject: str | None = None
+    stream: str | None = None
+    url: str | None = None
+    path: Path | None = None
+
+
+DEFAULT_SINKS: tuple[SinkSettings, ...] = (
+    SinkSettings(type="console", name="console#0"),
+)
+
+
+@dataclass(frozen=True)
+class OutputSettings:
+    """`sinks_given` is False when `output.sinks` was absent: `sinks` is then the default console,
+    which sinks given in code replace (config.md section 2)."""
+
+    policy: OutputPolicy = "all"
+    sinks: tuple[SinkSettings, ...] = DEFAULT_SINKS
+    sinks_given: bool = False
+
+
+@dataclass(frozen=True)
+class DurableSettings:
+    enabled: bool = False
+    calls_stream: str = "INTERACTION_CALLS"
+    events_stream: str = "INTERACTION_EVENTS"
+    events_max_age: float = 86400.0
+    ack_wait: float = 30.0
+    max_deliver: int = 5
+
+
+@dataclass(frozen=True)
+class IdempotencySettings:
+    enabled: bool | None = None  # None: on in durable mode, off otherwise
+    bucket: str = "interaction_ledger"
+    ttl: float = 86400.0
+    lease: float = 30.0
+    wait: float = 30.0
+
+
+DEFAULT_SANDBOX = SandboxSettings(
+    tools=("read_text", *COMMAND_NAMES), read=True, execute=True
+)
+DEFAULT_TOOLS = ToolSettings(read_text=True, commands=CommandSettings())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """The whole file. `sandbox` and `tools` are None when their key was absent (the defaults apply)."""
+
+    nats: NatsSettings = field(default_factory=NatsSettings)
+    subjects: SubjectSettings = field(default_factory=SubjectSettings)
+    data_dir: Path
+    workspace: Path
+    sandbox: SandboxSettings | None = None
+    tools: ToolSettings | None = None
+    tool_timeout: float = 60.0
+    mcp: McpSettings = field(default_factory=McpSettings)
+    output: OutputSettings = field(default_factory=OutputSettings)
+    concurrency: int | None = None
+    max_pending: int = 1000
+    shutdown_grace: float = 15.0
+    durable: DurableSettings = field(default_factory=DurableSettings)
+    idempotency: IdempotencySettings = field(default_factory=IdempotencySettings)
+
+    def effective(self) -> dict[str, Any]:
+        """The configuration in effect, as YAML-able data that `parse_settings` reads back.
+
+        Absent `sandbox`, `tools` and `output.sinks` are written out as the defaults they stand
+        for, so what the file alone configures is visible; `null`s keep their documented meaning.
+        """
+        d = format_duration
+        sandbox = self.sandbox or DEFAULT_SANDBOX
+        tools = self.tools or DEFAULT_TOOLS
+        durable = self.durable
+        ledger = self.idempotency
+        return {
+            "nats": {"url": self.nats.url, "name": self.nats.name},
+            "subjects": {
+                "prefix": self.subjects.prefix,
+                "queue": self.subjects.queue,
+                "reply_prefixes": list(self.subjects.reply_prefixes),
+            },
+            "data_dir": str(self.data_dir),
+            "workspace": str(self.workspace),
+            "sandbox": {
+                "tools": list(sandbox.tools),
+                "mcp": list(sandbox.mcp),
+                "network": list(sandbox.network),
+                "read": sandbox.read,
+                "write": sandbox.write,
+                "execute": sandbox.execute,
+            },
+            "tools": _tools(tools),
+            "tool_timeout": d(self.tool_timeout),
+            "mcp": {
+                "max_discovery_pages": self.mcp.max_discovery_pages,
+                "max_capabilities": self.mcp.max_capabilities,
+                "servers": {n: _server(s) for n, s in self.mcp.servers.items()},
+            },
+            "output": {
+                "policy": self.output.policy,
+                "sinks": [_sink(s) for s in self.output.sinks],
+            },
+            "concurrency": self.concurrency,
+            "max_pending": self.max_pending,
+            "shutdown_grace": d(self.shutdown_grace),
+            "durable": {
+                "enabled": durable.enabled,
+                "calls_stream": durable.calls_stream,
+                "events_stream": durable.events_stream,
+                "events_max_age": d(durable.events_max_age),
+                "ack_wait": d(durable.ack_wait),
+                "max_deliver": durable.max_deliver,
+            },
+            "idempotency": {
+                "enabled": ledger.enabled,
+                "bucket": ledger.bucket,
+                "ttl": d(ledger.ttl),
+                "lease": d(ledger.lease),
+                "wait": d(ledger.wait),
+            },
+        }
+
+
+def _tools(tools: ToolSettings) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if tools.read_text:
+        out["read_text"] = {}
+    if (c := tools.commands) is not None:
+        out["commands"] = {
+            "enabled": list(c.enabled),
+            "max_entries": c.max_entries,
+            "max_output_bytes": c.max_output_bytes,
+            "max_error_bytes": c.max_error_bytes,
+            "timeout": format_duration(c.timeout),
+        }
+    if (w := tools.web_search) is not None:
+        out["web_search"] = {
+            "provider": w.provider,
+            "timeout": format_duration(w.timeout),
+            "max_response_bytes": w.max_response_bytes,
+        }
+    return out
+
+
+def _server(server: McpServerSettings) -> dict[str, Any]:
+    out: dict[str, Any] = {"transport": server.transport}
+    if server.transport == "stdio":
+        out["command"] = server.command
+        out["args"] = list(server.args)
+        out["env"] = dict(server.env)
+        out["cwd"] = None if server.cwd is None else str(server.cwd)
+    else:
+        out["url"] = server.url
+        out["headers_env"] = dict(server.headers_env)
+    out["timeout"] = format_duration(server.timeout)
+    out["required"] = server.required
+    out["restart_backoff"] = {
+        "initial": format_duration(server.restart_backoff.initial),
+        "max": format_duration(server.restart_backoff.max),
+    }
+    return out
+
+
+def _sink(sink: SinkSettings) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": sink.type, "name": sink.name}
+    for key in ("subject", "stream", "url"):
+        if (value := getattr(sink, key)) is not None:
+            out[key] = value
+    if sink.path is not None:
+        out["path"] = str(sink.path)
+    out["timeout"] = format_duration(sink.timeout)
+    return out

@@ -1,0 +1,241 @@
+"""`parse_settings`: the whole file checked at once, one problem line per bad key."""
+
+from pathlib import Path
+from typing import Any
+
+from ._config_mcp import parse_mcp
+from ._config_model import (
+    COMMAND_NAMES,
+    CommandSettings,
+    DurableSettings,
+    IdempotencySettings,
+    NatsSettings,
+    SandboxSettings,
+    Settings,
+    SubjectSettings,
+    ToolSettings,
+    WebSearchSettings,
+)
+from ._config_output import parse_output
+from ._config_values import (
+    NAME_CHARS,
+    Problems,
+    Rule,
+    Section,
+    is_stream_name,
+    is_subject,
+    mapping,
+    url_problem,
+)
+
+NATS_URL_SCHEMES = ("nats", "tls", "ws", "wss")
+NATS_URL_EXAMPLE = "nats://127.0.0.1:4222"
+_UNAVAILABLE = "is not available in this version"
+
+
+def parse_settings(data: object, *, base_dir: Path) -> Settings:
+    """Validate the parsed YAML of a configuration file (None: an empty file).
+
+    Relative paths resolve against `base_dir`, the file's directory.
+
+    Raises:
+        ConfigurationError: one line per problem, each naming its key.
+    """
+    problems = Problems()
+    if data is not None and not isinstance(data, dict):
+        problems.lines.append("the configuration must be a mapping of keys")
+        data = None
+    base_dir = base_dir.resolve()
+    with mapping(data, "", problems) as top:
+        settings = Settings(
+            nats=_nats(top),
+            subjects=_subjects(top),
+            data_dir=top.path("data_dir", base_dir / ".interaction", base_dir),
+            workspace=top.path("workspace", base_dir, base_dir),
+            sandbox=_sandbox(top) if top.has("sandbox") else None,
+            tools=_tools(top) if top.has("tools") else None,
+            tool_timeout=top.duration("tool_timeout", 60.0),
+            mcp=parse_mcp(top, base_dir),
+            output=parse_output(top, base_dir),
+            concurrency=_concurrency(top),
+            max_pending=top.integer("max_pending", 1000),
+            shutdown_grace=top.duration("shutdown_grace", 15.0),
+            durable=_durable(top),
+            idempotency=_idempotency(top),
+        )
+    problems.raise_if_any()
+    return settings
+
+
+def _nats(top: Section) -> NatsSettings:
+    with top.section("nats") as s:
+        url = s.raw("url")
+        if url is not None and s.has("url"):
+            problem = (
+                url_problem(url, NATS_URL_SCHEMES, NATS_URL_EXAMPLE)
+                if isinstance(url, str)
+                else f"must be a URL such as {NATS_URL_EXAMPLE}, or null"
+            )
+            if problem is not None:
+                s.fail("url", problem)
+                url = None
+        else:
+            url = None
+        name = s.string(
+            "name",
+            "interaction-worker",
+            lambda v: len(v) <= 256 and NAME_CHARS.fullmatch(v) is not None,
+            "must be 1 to 256 letters, digits, - or _ (it is also the NATS service name)",
+        )
+    return NatsSettings(url=url, name=name)
+
+
+def _subjects(top: Section) -> SubjectSettings:
+    with top.section("subjects") as s:
+        prefix = s.string(
+            "prefix",
+            "interaction",
+            is_subject,
+            "must be subject tokens without wildcards, such as interaction",
+        )
+        queue = s.optional_string(
+            "queue",
+            lambda v: bool(v) and not any(c.isspace() for c in v),
+            "must be a queue group name without spaces, or null",
+        )
+        reply_prefixes = s.names(
+            "reply_prefixes",
+            ("_INBOX.",),
+            lambda v: v.endswith(".") and is_subject(v[:-1]),
+            "must be subject tokens ending with a dot, such as _INBOX.",
+            list_rule="must be a list of subject prefixes",
+        )
+    return SubjectSettings(prefix=prefix, queue=queue, reply_prefixes=reply_prefixes)
+
+
+def _is_origin(value: str) -> bool:
+    if value == "*":
+        return True
+    if url_problem(value, ("http", "https"), "") is not None:
+        return False
+    rest = value.split("://", 1)[1]
+    return "/" not in rest and "?" not in rest and "#" not in rest
+
+
+def _sandbox(top: Section) -> SandboxSettings:
+    def nonblank(value: str) -> bool:
+        return bool(value.strip()) and value == value.strip()
+
+    with top.section("sandbox") as s:
+        return SandboxSettings(
+            tools=s.names("tools", (), nonblank, "must be a name"),
+            mcp=s.names("mcp", (), nonblank, "must be a name"),
+            network=s.names(
+                "network",
+                (),
+                _is_origin,
+                "must be an origin such as https://api.search.brave.com, or *",
+                list_rule="must be a list of origins",
+            ),
+            read=s.boolean("read", False),
+            write=s.boolean("write", False),
+            execute=s.boolean("execute", False),
+        )
+
+
+def _tools(top: Section) -> ToolSettings:
+    with top.section("tools") as s:
+        read_text = s.has("read_text")
+        value: Any = s.raw("read_text")
+        if isinstance(value, dict):
+            with mapping(value, s.key("read_text"), s.problems):
+                pass  # it takes no keys: each one is reported as unknown
+        elif read_text and value is not None:
+            s.fail("read_text", "must be {} or empty (leave the key out to disable it)")
+        commands = _commands(s) if s.has("commands") else None
+        web_search = _web_search(s) if s.has("web_search") else None
+    return ToolSettings(read_text=read_text, commands=commands, web_search=web_search)
+
+
+def _commands(tools: Section) -> CommandSettings:
+    with tools.section("commands") as s:
+        return CommandSettings(
+            enabled=s.names(
+                "enabled",
+                COMMAND_NAMES,
+                lambda v: v in COMMAND_NAMES,
+                f"must be one of {', '.join(COMMAND_NAMES)}",
+                list_rule="must be a list of command names",
+            ),
+            max_entries=s.integer("max_entries", 1000, 1, 10_000),
+            max_output_bytes=s.integer("max_output_bytes", 65536, 1, 1_048_576),
+            max_error_bytes=s.integer("max_error_bytes", 8192, 1, 65536),
+            timeout=s.duration("timeout", 5.0),
+        )
+
+
+def _web_search(tools: Section) -> WebSearchSettings:
+    with tools.section("web_search") as s:
+        s.choice("provider", "brave", ("brave",))
+        return WebSearchSettings(
+            provider="brave",
+            timeout=s.duration("timeout", 30.0),
+            max_response_bytes=s.integer(
+                "max_response_bytes", 1_048_576, 1, 16_777_216
+            ),
+        )
+
+
+def _concurrency(top: Section) -> int | None:
+    rule = Rule("must be a positive integer or null")
+    return top.get(
+        "concurrency",
+        None,
+        lambda v: v if v is None or (type(v) is int and v > 0) else rule,
+    )
+
+
+def _stream(section: Section, name: str, default: str) -> str:
+    return section.string(
+        name,
+        default,
+        is_stream_name,
+        "must be a stream name of letters, digits, - and _",
+    )
+
+
+def _durable(top: Section) -> DurableSettings:
+    with top.section("durable") as s:
+        if s.boolean("enabled", False):
+            s.problems.lines.append(f"{s.key('enabled')}: durable mode {_UNAVAILABLE}")
+        return DurableSettings(
+            enabled=False,
+            calls_stream=_stream(s, "calls_stream", "INTERACTION_CALLS"),
+            events_stream=_stream(s, "events_stream", "INTERACTION_EVENTS"),
+            events_max_age=s.duration("events_max_age", 86400.0),
+            ack_wait=s.duration("ack_wait", 30.0),
+            max_deliver=s.integer("max_deliver", 5),
+        )
+
+
+def _idempotency(top: Section) -> IdempotencySettings:
+    with top.section("idempotency") as s:
+        enabled = s.raw("enabled")
+        if enabled is True:
+            s.problems.lines.append(
+                f"{s.key('enabled')}: the idempotency ledger {_UNAVAILABLE}"
+            )
+        elif s.has("enabled") and enabled is not None and enabled is not False:
+            s.fail("enabled", "must be true, false or null")
+        return IdempotencySettings(
+            enabled=enabled if enabled is False else None,
+            bucket=s.string(
+                "bucket",
+                "interaction_ledger",
+                lambda v: NAME_CHARS.fullmatch(v) is not None,
+                "must be a bucket name of letters, digits, - and _",
+            ),
+            ttl=s.duration("ttl", 86400.0),
+            lease=s.duration("lease", 30.0),
+            wait=s.duration("wait", 30.0),
+        )

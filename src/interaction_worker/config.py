@@ -1,0 +1,167 @@
+"""The configuration: the YAML file (`worker.yaml`) and the environment (config.md section 1).
+
+`load_settings` finds and reads the file, `parse_settings` validates parsed data, and
+`nats_connect_options` turns the environment's credentials and TLS files into `nats.connect`
+options. Invalid configuration raises `ConfigurationError` with one line per problem, each naming
+its key; no message carries a value from the file or the environment.
+"""
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ._config_env import nats_connect_options
+from ._config_model import (
+    COMMAND_NAMES,
+    DEFAULT_SANDBOX,
+    DEFAULT_TOOLS,
+    BackoffSettings,
+    CommandSettings,
+    DurableSettings,
+    IdempotencySettings,
+    McpServerSettings,
+    McpSettings,
+    NatsSettings,
+    OutputSettings,
+    SandboxSettings,
+    Settings,
+    SinkSettings,
+    SubjectSettings,
+    ToolSettings,
+    WebSearchSettings,
+)
+from ._config_parse import NATS_URL_EXAMPLE, NATS_URL_SCHEMES, parse_settings
+from ._config_values import format_duration, parse_duration, url_problem
+from .errors import ConfigurationError
+
+__all__ = [
+    "COMMAND_NAMES",
+    "DEFAULT_SANDBOX",
+    "DEFAULT_TOOLS",
+    "BackoffSettings",
+    "CommandSettings",
+    "DurableSettings",
+    "IdempotencySettings",
+    "McpServerSettings",
+    "McpSettings",
+    "NatsSettings",
+    "OutputSettings",
+    "SandboxSettings",
+    "Settings",
+    "SinkSettings",
+    "SubjectSettings",
+    "ToolSettings",
+    "WebSearchSettings",
+    "config_path",
+    "format_duration",
+    "load_settings",
+    "nats_connect_options",
+    "parse_duration",
+    "parse_settings",
+]
+
+CONFIG_ENV = "INTERACTION_CONFIG"
+NATS_URL_ENV = "INTERACTION_NATS_URL"
+DEFAULT_FILE = "worker.yaml"
+
+
+def config_path(
+    path: Path | None, *, env: Mapping[str, str], cwd: Path | None = None
+) -> Path | None:
+    """The file to read: `path`, else `INTERACTION_CONFIG`, else `./worker.yaml` when it exists."""
+    cwd = Path.cwd() if cwd is None else cwd
+    if path is not None:
+        return cwd / path
+    if env.get(CONFIG_ENV):
+        return cwd / env[CONFIG_ENV]
+    default = cwd / DEFAULT_FILE
+    return default if default.is_file() else None
+
+
+def load_settings(
+    path: Path | None, *, env: Mapping[str, str], cwd: Path | None = None
+) -> Settings:
+    """Read and validate the configuration, then apply `INTERACTION_NATS_URL`.
+
+    Args:
+        path: the `--config` file; None looks at `INTERACTION_CONFIG`, then `./worker.yaml`.
+        env: the environment (`os.environ` in production).
+        cwd: the directory relative paths start from; the current one by default.
+
+    Raises:
+        ConfigurationError: a file that was named but cannot be read, invalid YAML, or invalid settings.
+    """
+    cwd = Path.cwd() if cwd is None else cwd
+    file = config_path(path, env=env, cwd=cwd)
+    if file is None:
+        data, base_dir = None, cwd
+    else:
+        data, base_dir = _read_yaml(file), file.parent
+    problems: list[str] = []
+    url = env.get(NATS_URL_ENV) or None
+    if url is not None:
+        problem = url_problem(url, NATS_URL_SCHEMES, NATS_URL_EXAMPLE)
+        if problem is not None:
+            problems.append(f"{NATS_URL_ENV} {problem}")
+    try:
+        settings = parse_settings(data, base_dir=base_dir)
+    except ConfigurationError as error:
+        raise ConfigurationError("\n".join([str(error), *problems])) from None
+    if problems:
+        raise ConfigurationError("\n".join(problems))
+    if url is not None:
+        settings = _with_url(settings, url)
+    return settings
+
+
+def _with_url(settings: Settings, url: str) -> Settings:
+    return replace(settings, nats=replace(settings.nats, url=url))
+
+
+def _read_yaml(file: Path) -> Any:
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise ConfigurationError(f"configuration file not found: {file}") from None
+    except OSError as error:
+        raise ConfigurationError(
+            f"configuration file cannot be read: {file}: {error.strerror}"
+        ) from None
+    try:
+        return yaml.load(raw, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = (
+            ""
+            if mark is None
+            else f" at line {mark.line + 1}, column {mark.column + 1}"
+        )
+        problem = error.problem or error.context or "invalid syntax"
+        raise ConfigurationError(f"{file}: invalid YAML{where}: {problem}") from None
+    except yaml.YAMLError as error:
+        raise ConfigurationError(f"{file}: invalid YAML: {error}") from None
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """`yaml.safe_load`, except that a key given twice in one mapping is an error, not a silent overwrite."""
+
+    def construct_mapping(
+        self, node: yaml.MappingNode, deep: bool = False
+    ) -> dict[Any, Any]:
+        self.flatten_mapping(node)
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                continue  # unhashable: the base class reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key}", key_node.start_mark
+                )
+        return super().construct_mapping(node, deep=deep)
