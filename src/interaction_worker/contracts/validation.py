@@ -39,13 +39,11 @@ def interaction_error(value: object) -> InteractionError:
     if not is_safe_message(message):
         raise ContractError("Unsafe interaction error message")
     if "retryable" not in fields:
-        return InteractionError.model_construct(code=code, message=message)
+        return InteractionError.trusted(code=code, message=message)
     retryable = fields["retryable"]
     if not isinstance(retryable, bool):
         raise ContractError("error.retryable must be boolean")
-    return InteractionError.model_construct(
-        code=code, message=message, retryable=retryable
-    )
+    return InteractionError.trusted(code=code, message=message, retryable=retryable)
 
 
 def external_result(
@@ -96,7 +94,7 @@ def external_result(
         built["error"] = error
     if "metadata" in fields:
         built["metadata"] = fields["metadata"]
-    return ExternalResult.model_construct(**built)
+    return ExternalResult.trusted(**built)
 
 
 def references(value: object) -> list[Reference]:
@@ -125,7 +123,7 @@ def _reference(fields: dict[str, Any], name: str) -> Reference:
         built["media_type"] = fields["mediaType"]
     if "digest" in fields:
         built["digest"] = fields["digest"]
-    reference = Reference.model_construct(**built)
+    reference = Reference.trusted(**built)
     if extra:
         reference.__pydantic_extra__ = extra
     return reference
@@ -145,9 +143,7 @@ def tool_call(value: object) -> dict[str, Any]:
 
 
 def tool_call_model(call: dict[str, Any], arguments: dict[str, Any]) -> ToolCall:
-    return ToolCall.model_construct(
-        id=call["id"], name=call["name"], arguments=arguments
-    )
+    return ToolCall.trusted(id=call["id"], name=call["name"], arguments=arguments)
 
 
 def mcp_input(value: object) -> McpDiscoverInput | McpInvokeInput:
@@ -156,9 +152,9 @@ def mcp_input(value: object) -> McpDiscoverInput | McpInvokeInput:
     operation = fields.get("operation")
     if operation == "discover":
         if "server" not in fields:
-            return McpDiscoverInput.model_construct(operation="discover")
+            return McpDiscoverInput.trusted(operation="discover")
         server = identifier(fields["server"], "server")
-        return McpDiscoverInput.model_construct(operation="discover", server=server)
+        return McpDiscoverInput.trusted(operation="discover", server=server)
     if operation == "invoke":
         server = identifier(fields.get("server"), "server")
         call = json_object(fields.get("call"), "call")
@@ -166,7 +162,7 @@ def mcp_input(value: object) -> McpDiscoverInput | McpInvokeInput:
         nonempty(call.get("name"), "call.name")
         arguments = json_object(call.get("arguments"), "call.arguments")
         json_value(arguments, "call.arguments")
-        return McpInvokeInput.model_construct(
+        return McpInvokeInput.trusted(
             operation="invoke", server=server, call=tool_call_model(call, arguments)
         )
     raise ContractError("Invalid MCP operation")
@@ -188,7 +184,7 @@ def output_request(value: object) -> OutputRequest:
     built: dict[str, Any] = {"delivery_id": delivery_id, "message": _message(message)}
     if "artifacts" in fields:
         built["artifacts"] = artifacts(fields["artifacts"])
-    return OutputRequest.model_construct(**built)
+    return OutputRequest.trusted(**built)
 
 
 def _message(fields: dict[str, Any]) -> Message:
@@ -198,7 +194,7 @@ def _message(fields: dict[str, Any]) -> Message:
     built: dict[str, Any] = {"role": fields["role"], "content": fields["content"]}
     if "name" in fields:
         built["name"] = fields["name"]
-    message = Message.model_construct(**built)
+    message = Message.trusted(**built)
     if extra:
         message.__pydantic_extra__ = extra
     return message
@@ -213,7 +209,7 @@ def artifacts(value: object) -> list[Artifact]:
         name = nonempty(artifact.get("name"), "artifact.name")
         reference = json_object(artifact.get("reference"), "artifact.reference")
         nonempty(reference.get("uri"), "artifact.reference.uri")
-        built = Artifact.model_construct(
+        built = Artifact.trusted(
             name=name, reference=_reference(reference, "artifact.reference")
         )
         extra = {k: v for k, v in artifact.items() if k not in ("name", "reference")}
@@ -242,4 +238,4 @@ def output_receipt(value: object) -> OutputReceipt:
         built["metadata"] = metadata
     if "artifacts" in fields:
         built["artifacts"] = artifacts(fields["artifacts"])
-    return OutputReceipt.model_construct(**built)
+    return OutputReceipt.trusted(**built)

@@ -43,7 +43,7 @@ DEFAULT_MAX_DISCOVERY_PAGES = 100
 DEFAULT_MAX_CAPABILITIES = 1000
 _MAX_SAFE_INTEGER = 2**53 - 1
 
-MCP_TOOL_ERROR = InteractionError.model_construct(
+MCP_TOOL_ERROR = InteractionError.trusted(
     code="MCP_TOOL_ERROR", message="MCP tool reported an execution error"
 )
 
@@ -169,12 +169,12 @@ class McpRegistry:
             outcome = _failure(
                 "failed", "MCP_UNAVAILABLE", "MCP server is not connected", True
             )
-            return McpInvokeOutput.model_construct(
+            return McpInvokeOutput.trusted(
                 operation="invoke", result=_result(outcome, call.id, source, None)
             )
         except McpTimeout:
             outcome = _failure("timeout", "MCP_TIMEOUT", "MCP call timed out", False)
-            return McpInvokeOutput.model_construct(
+            return McpInvokeOutput.trusted(
                 operation="invoke", result=_result(outcome, call.id, source, None)
             )
         except McpConnectionLost:
@@ -184,14 +184,14 @@ class McpRegistry:
                 "MCP connection lost during the call",
                 False,
             )
-            return McpInvokeOutput.model_construct(
+            return McpInvokeOutput.trusted(
                 operation="invoke", result=_result(outcome, call.id, source, None)
             )
         except McpProtocolError:
             outcome = _failure(
                 "failed", "MCP_ERROR", "MCP server returned an error", False
             )
-            return McpInvokeOutput.model_construct(
+            return McpInvokeOutput.trusted(
                 operation="invoke", result=_result(outcome, call.id, source, None)
             )
         fields = _fields(response)
@@ -206,7 +206,7 @@ class McpRegistry:
             if key in fields:
                 outcome[key] = fields[key]
         result = _result(outcome, call.id, source, MCP_TOOL_ERROR if is_error else None)
-        return McpInvokeOutput.model_construct(operation="invoke", result=result)
+        return McpInvokeOutput.trusted(operation="invoke", result=result)
 
     async def discover(
         self, request: McpDiscoverInput, sandbox: Sandbox
@@ -218,7 +218,7 @@ class McpRegistry:
         for name in servers:
             client = self._client(name, sandbox)
             capabilities.extend(await self._discover(name, client, budget))
-        return McpDiscoverOutput.model_construct(
+        return McpDiscoverOutput.trusted(
             operation="discover", capabilities=capabilities
         )
 
@@ -347,7 +347,7 @@ def _capability(server: str, tool: object) -> McpCapability:
             raise ContractError("Invalid MCP outputSchema")
         json_value(output_schema, "MCP outputSchema")
         built["output_schema"] = output_schema
-    return McpCapability.model_construct(**built)
+    return McpCapability.trusted(**built)
 
 
 def _result(

@@ -59,9 +59,7 @@ def _observe(result: ExternalResult) -> Observation:
         "call_id": result.call_id,
         "source": result.source,
         "status": result.status,
-        "message": Message.model_construct(
-            role="tool", name=result.source, content=content
-        ),
+        "message": Message.trusted(role="tool", name=result.source, content=content),
     }
     if "structured_content" in present:
         built["structured_content"] = result.structured_content
@@ -71,7 +69,7 @@ def _observe(result: ExternalResult) -> Observation:
         built["error"] = result.error
     if "metadata" in present:
         built["metadata"] = result.metadata
-    return Observation.model_construct(**built)
+    return Observation.trusted(**built)
 
 
 def _content_parts(content: Any) -> list[Any]:

@@ -57,7 +57,7 @@ def tool_definition(tool: RegisteredTool) -> ToolDefinition:
     requires_approval = getattr(tool, "requires_approval", None)
     if requires_approval is not None:
         built["requires_approval"] = requires_approval
-    return ToolDefinition.model_construct(**built)
+    return ToolDefinition.trusted(**built)
 
 
 def is_rerunnable(tool: RegisteredTool) -> bool:

