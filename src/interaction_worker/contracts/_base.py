@@ -21,8 +21,9 @@ class WireModel(BaseModel):
         extra="ignore",
     )
 
-    # Per class, for `trusted` (filled on first use): plain defaults, and fields with a factory.
-    _trusted_defaults: ClassVar[tuple[dict[str, Any], tuple[str, ...], bool] | None] = (
+    # Per class, for `trusted` (filled on first use): the fields in order with their defaults
+    # (a factory's result is made per model), and whether extra keys are kept.
+    _trusted_plan: ClassVar[tuple[tuple[tuple[str, Any, bool], ...], bool] | None] = (
         None
     )
 
@@ -33,37 +34,34 @@ class WireModel(BaseModel):
 
         The fields given are the fields set: only they are serialised (absent stays absent).
         """
-        prepared = cls.__dict__.get("_trusted_defaults")
-        if prepared is None:
-            fields = cls.model_fields
-            prepared = (
-                {
-                    name: field.default
-                    for name, field in fields.items()
-                    if not field.is_required() and field.default_factory is None
-                },
-                tuple(n for n, f in fields.items() if f.default_factory is not None),
+        plan = cls.__dict__.get("_trusted_plan")
+        if plan is None:
+            plan = (
+                tuple(
+                    (name, field, field.default_factory is not None)
+                    for name, field in cls.model_fields.items()
+                ),
                 cls.model_config.get("extra") == "allow",
             )
-            cls._trusted_defaults = prepared
-        defaults, factories, allows_extra = prepared
+            cls._trusted_plan = plan
+        fields, allows_extra = plan
+        # Serialisation follows the order of the model's __dict__: keep the declared order.
+        state: dict[str, Any] = {}
+        given: set[str] = set()
+        for name, field, has_factory in fields:
+            if name in values:
+                state[name] = values.pop(name)
+                given.add(name)
+            elif has_factory:
+                state[name] = field.get_default(call_default_factory=True)
+            else:
+                state[name] = field.default
+        if values and not allows_extra:
+            raise TypeError(f"{cls.__name__} has no fields {sorted(values)}")
         model = cls.__new__(cls)
-        state = dict(defaults)
-        for name in factories:
-            if name not in values:
-                state[name] = cls.model_fields[name].get_default(
-                    call_default_factory=True
-                )
-        extra: dict[str, Any] | None = None
-        if allows_extra:
-            extra = {}
-            known = defaults.keys() | set(factories) | cls.__pydantic_fields__.keys()
-            for name in [n for n in values if n not in known]:
-                extra[name] = values.pop(name)
-        state.update(values)
         _set(model, "__dict__", state)
-        _set(model, "__pydantic_fields_set__", set(values))
-        _set(model, "__pydantic_extra__", extra)
+        _set(model, "__pydantic_fields_set__", given)
+        _set(model, "__pydantic_extra__", values if allows_extra else None)
         _set(model, "__pydantic_private__", None)
         return model
 
