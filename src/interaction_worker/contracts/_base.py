@@ -21,11 +21,9 @@ class WireModel(BaseModel):
         extra="ignore",
     )
 
-    # Per class, for `trusted` (filled on first use): the fields in order with their defaults
-    # (a factory's result is made per model), and whether extra keys are kept.
-    _trusted_plan: ClassVar[tuple[tuple[tuple[str, Any, bool], ...], bool] | None] = (
-        None
-    )
+    # Per class, for `trusted` (filled on first use): every field in declared order with its
+    # default, the fields whose default is a factory's, and whether extra keys are kept.
+    _trusted_plan: ClassVar[tuple[dict[str, Any], tuple[str, ...], bool] | None] = None
 
     @classmethod
     def trusted(cls, **values: Any) -> Self:
@@ -36,32 +34,40 @@ class WireModel(BaseModel):
         """
         plan = cls.__dict__.get("_trusted_plan")
         if plan is None:
+            fields = cls.model_fields
             plan = (
-                tuple(
-                    (name, field, field.default_factory is not None)
-                    for name, field in cls.model_fields.items()
-                ),
+                {name: field.default for name, field in fields.items()},
+                tuple(n for n, f in fields.items() if f.default_factory is not None),
                 cls.model_config.get("extra") == "allow",
             )
             cls._trusted_plan = plan
-        fields, allows_extra = plan
-        # Serialisation follows the order of the model's __dict__: keep the declared order.
-        state: dict[str, Any] = {}
-        given: set[str] = set()
-        for name, field, has_factory in fields:
-            if name in values:
-                state[name] = values.pop(name)
-                given.add(name)
-            elif has_factory:
-                state[name] = field.get_default(call_default_factory=True)
-            else:
-                state[name] = field.default
-        if values and not allows_extra:
-            raise TypeError(f"{cls.__name__} has no fields {sorted(values)}")
+        template, factories, allows_extra = plan
+        # Serialisation follows the order of the model's __dict__: updating a copy of the template
+        # keeps the declared order whatever the order of `values`.
+        state = template.copy()
+        extra = None
+        if values.keys() <= template.keys():
+            state.update(values)
+            given = set(values)
+        else:
+            extra = {k: v for k, v in values.items() if k not in template}
+            if not allows_extra:
+                raise TypeError(f"{cls.__name__} has no fields {sorted(extra)}")
+            given = set(values) - extra.keys()
+            state.update((k, values[k]) for k in given)
+        for name in factories:
+            if name not in given:
+                state[name] = cls.model_fields[name].get_default(
+                    call_default_factory=True
+                )
         model = cls.__new__(cls)
         _set(model, "__dict__", state)
         _set(model, "__pydantic_fields_set__", given)
-        _set(model, "__pydantic_extra__", values if allows_extra else None)
+        _set(
+            model,
+            "__pydantic_extra__",
+            ({} if extra is None else extra) if allows_extra else None,
+        )
         _set(model, "__pydantic_private__", None)
         return model
 
