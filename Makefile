@@ -16,8 +16,8 @@ $(STAMP): $(BIN)/python pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests examples bench
+	$(BIN)/ruff format --check src tests examples bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -29,6 +29,9 @@ test: lint typecheck pytest
 
 run: $(STAMP)
 	$(BIN)/interaction-worker run
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
 
 schema: $(STAMP)
 	$(BIN)/interaction-worker schema --out docs/schemas

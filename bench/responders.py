@@ -40,7 +40,12 @@ class Result(BaseModel):
 
 
 def result_for(request: Request) -> Result:
-    return Result(callId=request.call.id, source=request.call.name, status="success", content=CONTENT)
+    return Result(
+        callId=request.call.id,
+        source=request.call.name,
+        status="success",
+        content=CONTENT,
+    )
 
 
 class Noop:
@@ -82,7 +87,12 @@ async def serve(args: argparse.Namespace) -> dict[str, Any]:
             else:
                 await nc.publish(f"bench.out.{request.call.id}", payload)
 
-        await nc.subscribe("bench.raw", cb=on_request, pending_msgs_limit=1_000_000, pending_bytes_limit=1 << 30)
+        await nc.subscribe(
+            "bench.raw",
+            cb=on_request,
+            pending_msgs_limit=1_000_000,
+            pending_bytes_limit=1 << 30,
+        )
         await nc.flush()
         print("ready", flush=True)
         await stop.wait()
@@ -108,11 +118,15 @@ async def serve(args: argparse.Namespace) -> dict[str, Any]:
     from interaction_worker import InteractionWorker, Sandbox
 
     worker = InteractionWorker(
-        tools=[Noop(args.sleep)], sandbox=Sandbox(tools=["noop"]), concurrency=args.concurrency
+        tools=[Noop(args.sleep)],
+        sandbox=Sandbox(tools=["noop"]),
+        concurrency=args.concurrency,
     )
     if args.kind == "worker":
         nc = await nats.connect(args.url, error_cb=error_cb)
-        binding = worker.nats_binding(nc, prefix="interaction", max_pending=args.max_pending)
+        binding = worker.nats_binding(
+            nc, prefix="interaction", max_pending=args.max_pending
+        )
         await binding.start()
         print("ready", flush=True)
         await stop.wait()

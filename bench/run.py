@@ -21,7 +21,6 @@ import sysconfig
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,10 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def nats_server_binary() -> str:
-    for candidate in (Path(sysconfig.get_path("scripts")) / "nats-server", Path(sys.executable).parent / "nats-server"):
+    for candidate in (
+        Path(sysconfig.get_path("scripts")) / "nats-server",
+        Path(sys.executable).parent / "nats-server",
+    ):
         if candidate.is_file():
             return str(candidate)
     found = shutil.which("nats-server")
@@ -50,9 +52,22 @@ def nats_server_binary() -> str:
 
 def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     proc = subprocess.Popen(
-        [nats_server_binary(), "-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", str(workdir),
-         "-js", "-sd", str(workdir / "js"), "-l", str(workdir / "server.log")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            nats_server_binary(),
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "-1",
+            "--ports_file_dir",
+            str(workdir),
+            "-js",
+            "-sd",
+            str(workdir / "js"),
+            "-l",
+            str(workdir / "server.log"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     ports = workdir / f"nats-server_{proc.pid}.ports"
     deadline = time.monotonic() + 15
@@ -76,7 +91,9 @@ class Responder:
     def start(cls, kind: str, url: str, *extra: str) -> "Responder":
         proc = subprocess.Popen(
             [sys.executable, str(HERE / "responders.py"), kind, url, *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         lines: queue.Queue[str] = queue.Queue()
 
@@ -97,7 +114,9 @@ class Responder:
         raise SystemExit(f"responder {kind} did not start")
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = (
+            Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        )
         return (int(fields[11]) + int(fields[12])) / TICK
 
     def peak_rss_mb(self) -> float:
@@ -124,7 +143,9 @@ class Responder:
 
 
 def body(index: int, name: str = "noop") -> bytes:
-    return json.dumps({"call": {"id": f"call-{index}", "name": name, "arguments": {}}}).encode()
+    return json.dumps(
+        {"call": {"id": f"call-{index}", "name": name, "arguments": {}}}
+    ).encode()
 
 
 @dataclass
@@ -140,10 +161,16 @@ class Figures:
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered))) - 1))] if ordered else float("nan")
+    return (
+        ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered))) - 1))]
+        if ordered
+        else float("nan")
+    )
 
 
-async def sliding_window(nc: Client, subject: str, n: int, window: int) -> tuple[float, list[float]]:
+async def sliding_window(
+    nc: Client, subject: str, n: int, window: int
+) -> tuple[float, list[float]]:
     latencies: list[float] = []
     counter = iter(range(n))
 
@@ -158,19 +185,34 @@ async def sliding_window(nc: Client, subject: str, n: int, window: int) -> tuple
     return n / (time.perf_counter() - start), latencies
 
 
-async def request_reply(label: str, responder: Responder, url: str, subject: str, n: int, window: int) -> Figures:
+async def request_reply(
+    label: str, responder: Responder, url: str, subject: str, n: int, window: int
+) -> Figures:
     nc = await nats.connect(url)
     await sliding_window(nc, subject, min(2000, n), window)  # warm-up
     cpu0 = responder.cpu_seconds()
     rate, latencies = await sliding_window(nc, subject, n, window)
     cpu = responder.cpu_seconds() - cpu0
     await nc.close()
-    return Figures(label, f"req/reply, {window} in flight", rate, percentile(latencies, 0.5) * 1000,
-                   percentile(latencies, 0.99) * 1000, cpu / n * 1e6)
+    return Figures(
+        label,
+        f"req/reply, {window} in flight",
+        rate,
+        percentile(latencies, 0.5) * 1000,
+        percentile(latencies, 0.99) * 1000,
+        cpu / n * 1e6,
+    )
 
 
-async def fire_and_forget(label: str, responder: Responder, url: str, subject: str, events: str, n: int,
-                          dead: str | None = None) -> Figures:
+async def fire_and_forget(
+    label: str,
+    responder: Responder,
+    url: str,
+    subject: str,
+    events: str,
+    n: int,
+    dead: str | None = None,
+) -> Figures:
     """Publish n calls without a reply subject; wait until n outcomes (events, or dead letters) arrived."""
     nc = await nats.connect(url, pending_size=1 << 30)
     done = asyncio.Event()
@@ -193,9 +235,13 @@ async def fire_and_forget(label: str, responder: Responder, url: str, subject: s
         if counts["events"] + counts["dead"] >= n:
             done.set()
 
-    await nc.subscribe(events, cb=on_event, pending_msgs_limit=-1, pending_bytes_limit=-1)
+    await nc.subscribe(
+        events, cb=on_event, pending_msgs_limit=-1, pending_bytes_limit=-1
+    )
     if dead is not None:
-        await nc.subscribe(dead, cb=on_dead, pending_msgs_limit=-1, pending_bytes_limit=-1)
+        await nc.subscribe(
+            dead, cb=on_dead, pending_msgs_limit=-1, pending_bytes_limit=-1
+        )
     await nc.flush()
     cpu0 = responder.cpu_seconds()
     start = time.perf_counter()
@@ -210,8 +256,17 @@ async def fire_and_forget(label: str, responder: Responder, url: str, subject: s
     cpu = responder.cpu_seconds() - cpu0
     await nc.close()
     elapsed = (last or time.perf_counter()) - start
-    return Figures(label, "fire-and-forget", n / elapsed, cpu_us=cpu / n * 1e6,
-                   extra={**counts, "publish_rate": n / (published - start), "lost": n - counts["events"] - counts["dead"]})
+    return Figures(
+        label,
+        "fire-and-forget",
+        n / elapsed,
+        cpu_us=cpu / n * 1e6,
+        extra={
+            **counts,
+            "publish_rate": n / (published - start),
+            "lost": n - counts["events"] - counts["dead"],
+        },
+    )
 
 
 # ----------------------------------------------------------------------------- scenarios
@@ -225,35 +280,67 @@ async def run(reps: int, quick: bool) -> list[Figures]:
     with tempfile.TemporaryDirectory() as tmp:
         server, url = start_server(Path(tmp))
         try:
-            subjects = {"raw": "bench.raw", "faststream": "bench.fs", "worker": "interaction.tool.call",
-                        "router": "interaction.tool.call"}
-            labels = {"raw": "raw nats-py + pydantic", "faststream": "plain FastStream handler",
-                      "worker": "interaction-worker (nats-py binding)",
-                      "router": "interaction-worker (FastStream router)"}
+            subjects = {
+                "raw": "bench.raw",
+                "faststream": "bench.fs",
+                "worker": "interaction.tool.call",
+                "router": "interaction.tool.call",
+            }
+            labels = {
+                "raw": "raw nats-py + pydantic",
+                "faststream": "plain FastStream handler",
+                "worker": "interaction-worker (nats-py binding)",
+                "router": "interaction-worker (FastStream router)",
+            }
             for kind in ("raw", "faststream", "worker", "router"):
                 for window, n in ((1, n_seq), (64, n_rr), (256, n_rr)):
                     best: list[Figures] = []
                     for _ in range(reps):
                         responder = Responder.start(kind, url)
                         try:
-                            best.append(await request_reply(labels[kind], responder, url, subjects[kind], n, window))
+                            best.append(
+                                await request_reply(
+                                    labels[kind],
+                                    responder,
+                                    url,
+                                    subjects[kind],
+                                    n,
+                                    window,
+                                )
+                            )
                         finally:
                             responder.stop()
                     rows.append(_median(best))
-            for kind, events in (("raw", "bench.out.>"), ("worker", "interaction.tool.observation.>")):
+            for kind, events in (
+                ("raw", "bench.out.>"),
+                ("worker", "interaction.tool.observation.>"),
+            ):
                 runs = []
                 for _ in range(reps):
                     extra = ("--max-pending", str(n_ff + 1)) if kind == "worker" else ()
                     responder = Responder.start(kind, url, *extra)
                     try:
-                        runs.append(await fire_and_forget(labels[kind], responder, url, subjects[kind], events, n_ff))
+                        runs.append(
+                            await fire_and_forget(
+                                labels[kind],
+                                responder,
+                                url,
+                                subjects[kind],
+                                events,
+                                n_ff,
+                            )
+                        )
                     finally:
                         responder.stop()
                 rows.append(_median(runs))
             # I/O-bound tool: 5 ms sleep, 256 in flight, concurrency 256.
-            responder = Responder.start("worker", url, "--sleep", "0.005", "--concurrency", "256")
+            responder = Responder.start(
+                "worker", url, "--sleep", "0.005", "--concurrency", "256"
+            )
             try:
-                figures = await request_reply(labels["worker"], responder, url, subjects["worker"], n_rr // 2, 256)
+                figures = await request_reply(
+                    labels["worker"], responder, url, subjects["worker"], n_rr // 2, 256
+                )
                 figures.mode = "I/O-bound tool (5 ms), 256 in flight"
                 rows.append(figures)
             finally:
@@ -261,8 +348,15 @@ async def run(reps: int, quick: bool) -> list[Figures]:
             # Memory: a backlog published faster than it drains, default max_pending.
             responder = Responder.start("worker", url)
             try:
-                figures = await fire_and_forget(labels["worker"], responder, url, subjects["worker"],
-                                                "interaction.tool.observation.>", n_ff, dead="interaction.dead.tool.>")
+                figures = await fire_and_forget(
+                    labels["worker"],
+                    responder,
+                    url,
+                    subjects["worker"],
+                    "interaction.tool.observation.>",
+                    n_ff,
+                    dead="interaction.dead.tool.>",
+                )
                 figures.mode = "backlog, default max_pending"
                 figures.extra["peak_rss_mb"] = responder.peak_rss_mb()
             finally:
@@ -288,40 +382,94 @@ def _median(runs: list[Figures]) -> Figures:
 
 def ratios(rows: list[Figures]) -> list[str]:
     def find(label: str, mode: str) -> Figures | None:
-        return next((r for r in rows if r.label.startswith(label) and r.mode == mode), None)
+        return next(
+            (r for r in rows if r.label.startswith(label) and r.mode == mode), None
+        )
 
     lines = []
-    raw256, fs256, w256 = (find(x, "req/reply, 256 in flight") for x in ("raw", "plain", "interaction-worker (nats-py"))
-    raw64, w64 = find("raw", "req/reply, 64 in flight"), find("interaction-worker (nats-py", "req/reply, 64 in flight")
-    rawff, wff = find("raw", "fire-and-forget"), find("interaction-worker (nats-py", "fire-and-forget")
+    raw256, fs256, w256 = (
+        find(x, "req/reply, 256 in flight")
+        for x in ("raw", "plain", "interaction-worker (nats-py")
+    )
+    raw64, w64 = (
+        find("raw", "req/reply, 64 in flight"),
+        find("interaction-worker (nats-py", "req/reply, 64 in flight"),
+    )
+    rawff, wff = (
+        find("raw", "fire-and-forget"),
+        find("interaction-worker (nats-py", "fire-and-forget"),
+    )
     io = find("interaction-worker (nats-py", "I/O-bound tool (5 ms), 256 in flight")
     mem = find("interaction-worker (nats-py", "backlog, default max_pending")
 
     def check(name: str, value: float, target: str, ok: bool) -> None:
-        lines.append(f"| {name} | {value:.2f} | {target} | {'met' if ok else 'MISSED'} |")
+        lines.append(
+            f"| {name} | {value:.2f} | {target} | {'met' if ok else 'MISSED'} |"
+        )
 
     if raw256 and fs256 and w256:
-        check("worker / raw, 256 in flight (req/s)", w256.rate / raw256.rate, "≥ 0.5", w256.rate / raw256.rate >= 0.5)
-        check("worker / FastStream, 256 in flight (req/s)", w256.rate / fs256.rate, "≥ 2", w256.rate / fs256.rate >= 2)
-        check("worker CPU µs per call, 256 in flight", w256.cpu_us, "≤ 35", w256.cpu_us <= 35)
+        check(
+            "worker / raw, 256 in flight (req/s)",
+            w256.rate / raw256.rate,
+            "≥ 0.5",
+            w256.rate / raw256.rate >= 0.5,
+        )
+        check(
+            "worker / FastStream, 256 in flight (req/s)",
+            w256.rate / fs256.rate,
+            "≥ 2",
+            w256.rate / fs256.rate >= 2,
+        )
+        check(
+            "worker CPU µs per call, 256 in flight",
+            w256.cpu_us,
+            "≤ 35",
+            w256.cpu_us <= 35,
+        )
     if raw64 and w64:
-        check("worker p99 / raw p99, 64 in flight", w64.p99_ms / raw64.p99_ms, "≤ 2", w64.p99_ms / raw64.p99_ms <= 2)
+        check(
+            "worker p99 / raw p99, 64 in flight",
+            w64.p99_ms / raw64.p99_ms,
+            "≤ 2",
+            w64.p99_ms / raw64.p99_ms <= 2,
+        )
     if rawff and wff:
-        check("worker / raw, fire-and-forget (msg/s)", wff.rate / rawff.rate, "≥ 0.3", wff.rate / rawff.rate >= 0.3)
+        check(
+            "worker / raw, fire-and-forget (msg/s)",
+            wff.rate / rawff.rate,
+            "≥ 0.3",
+            wff.rate / rawff.rate >= 0.3,
+        )
     if io and w256:
         ideal = min(256 / 0.005, w256.rate)
-        check("I/O-bound rate / ideal min(256/5 ms, no-op rate)", io.rate / ideal, "≥ 0.8", io.rate / ideal >= 0.8)
+        check(
+            "I/O-bound rate / ideal min(256/5 ms, no-op rate)",
+            io.rate / ideal,
+            "≥ 0.8",
+            io.rate / ideal >= 0.8,
+        )
     if mem:
         rss = mem.extra.get("peak_rss_mb", float("nan"))
         check("backlog peak RSS (MB)", rss, "< 200", rss < 200)
         lost = mem.extra.get("lost", -1)
-        check("backlog calls lost / slow-consumer events", lost + (mem.extra.get("slow_consumers") or 0), "0", lost == 0 and not mem.extra.get("slow_consumers"))
+        check(
+            "backlog calls lost / slow-consumer events",
+            lost + (mem.extra.get("slow_consumers") or 0),
+            "0",
+            lost == 0 and not mem.extra.get("slow_consumers"),
+        )
     return lines
 
 
 def render(rows: list[Figures], command: str) -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     out = [
         "# Benchmarks",
         "",
@@ -332,20 +480,42 @@ def render(rows: list[Figures], command: str) -> str:
         "|---|---|---:|---:|---:|---:|---|",
     ]
     for r in rows:
-        notes = ", ".join(f"{k}={v:.0f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.extra.items())
-        out.append(f"| {r.label} | {r.mode} | {r.rate:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.cpu_us:.1f} | {notes} |")
-    out += ["", "## Targets", "", "| ratio | value | target | |", "|---|---:|---|---|", *ratios(rows), ""]
+        notes = ", ".join(
+            f"{k}={v:.0f}" if isinstance(v, float) else f"{k}={v}"
+            for k, v in r.extra.items()
+        )
+        out.append(
+            f"| {r.label} | {r.mode} | {r.rate:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.cpu_us:.1f} | {notes} |"
+        )
+    out += [
+        "",
+        "## Targets",
+        "",
+        "| ratio | value | target | |",
+        "|---|---:|---|---|",
+        *ratios(rows),
+        "",
+    ]
     return "\n".join(out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--reps", type=int, default=1, help="repetitions per request/reply case (median)")
-    parser.add_argument("--quick", action="store_true", help="fewer messages, for a smoke run")
+    parser.add_argument(
+        "--reps",
+        type=int,
+        default=1,
+        help="repetitions per request/reply case (median)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer messages, for a smoke run"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = parser.parse_args()
     rows = asyncio.run(run(args.reps, args.quick))
-    text = render(rows, "make bench" if not args.quick else "python bench/run.py --quick")
+    text = render(
+        rows, "make bench" if not args.quick else "python bench/run.py --quick"
+    )
     print(text)
     if not args.quick:
         args.out.write_text(text)

@@ -26,7 +26,7 @@ from .config import Settings, load_settings
 from .embedded import EmbeddedServerError
 from .errors import ConfigurationError, RegistrationError
 from .schema import write_schemas
-from .service import serve
+from .service import ServeError, serve
 from .subscribers import subject_key
 from .worker import InteractionWorker
 
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ConfigurationError, RegistrationError) as error:
         _fail(args, error)
         return EXIT_USAGE
-    except (client.ClientError, EmbeddedServerError) as error:
+    except (client.ClientError, EmbeddedServerError, ServeError) as error:
         _fail(args, error)
         return EXIT_FAILED
     except KeyboardInterrupt:

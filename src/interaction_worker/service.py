@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import nats
 from nats.aio.client import Client
@@ -17,6 +18,10 @@ from .embedded import EmbeddedNatsServer
 from .worker import InteractionWorker
 
 _LOGGER = logging.getLogger("interaction_worker")
+
+
+class ServeError(Exception):
+    """`serve` could not start: the NATS server cannot be reached (one line, no secret)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,14 @@ async def serve(
     stats = ConnectionStats()
     loop = asyncio.get_running_loop()
     async with contextlib.AsyncExitStack() as stack:
+        if install_signal_handlers:
+            # First, and removed last: a signal while the embedded server starts, or during the
+            # shutdown below, must not kill the process with its default action and leave the
+            # nats-server child running. A signal during start-up stops the worker once the
+            # embedded server has started (bounded), or at once while connecting (unbounded).
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, stop.set)
+                stack.callback(loop.remove_signal_handler, signum)
         url = options.url
         connect_options = dict(options.connect_options)
         if url is None:
@@ -105,7 +118,12 @@ async def serve(
             stack.push_async_callback(embedded.stop)
             url = embedded.url
             connect_options["token"] = embedded.token
-        client = await connect(url, _with(options, connect_options), stats)
+        client = await _connect_unless_stopped(
+            url, _with(options, connect_options), stats, stop
+        )
+        if client is None:
+            _LOGGER.info("stopped while connecting")
+            return stats
         stack.push_async_callback(_close, client)
         binding = worker.nats_binding(
             client,
@@ -117,16 +135,59 @@ async def serve(
         )
         stack.push_async_callback(worker.aclose)
         await binding.start()
-        if install_signal_handlers:
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, stop.set)
-                stack.callback(loop.remove_signal_handler, signum)
-        ready(url)
+        if not stop.is_set():
+            ready(url)
         await stop.wait()
         _LOGGER.info("shutting down")
         await binding.stop(options.shutdown_grace)
         stats.closing = True
     return stats
+
+
+def _without_credentials(url: str) -> str:
+    """The URL without user information (a `--nats-url` flag is not checked for it)."""
+    try:
+        parts = urlsplit(url)
+        if parts.username is None and parts.password is None:
+            return url
+        host = parts.hostname or ""
+        netloc = host if parts.port is None else f"{host}:{parts.port}"
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return "the configured URL"
+
+
+async def _connect_unless_stopped(
+    url: str, options: ServeOptions, stats: ConnectionStats, stop: asyncio.Event
+) -> Client | None:
+    """Connect, or give up (None) as soon as `stop` is set: a signal while the server is
+    unreachable stops the worker at once instead of after `connect_timeout`.
+
+    Raises:
+        ServeError: the connection failed, in one line without credentials, not a traceback.
+    """
+    connecting = asyncio.ensure_future(connect(url, options, stats))
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not connecting.done():
+            connecting.cancel()
+            await asyncio.wait({connecting})
+    if connecting.cancelled():
+        return None
+    try:
+        return connecting.result()
+    except Exception as error:
+        reason = (
+            f"no connection within {options.connect_timeout:g} s"
+            if isinstance(error, TimeoutError)
+            else type(error).__name__
+        )
+        raise ServeError(
+            f"cannot connect to NATS at {_without_credentials(url)}: {reason}"
+        ) from None
 
 
 def _with(options: ServeOptions, connect_options: dict[str, Any]) -> ServeOptions:

@@ -36,8 +36,12 @@ class RegisteredTool(Protocol):
     network), `requires_approval`, `idempotent`.
     """
 
-    name: str
-    input_schema: Mapping[str, Any]
+    @property
+    def name(self) -> str: ...
+
+    # A read-only member, so that a class attribute `input_schema = {...}` (a dict) conforms.
+    @property
+    def input_schema(self) -> Mapping[str, Any]: ...
 
     def validate(self, arguments: dict[str, Any]) -> None:
         """Raise to reject the arguments; the message becomes the INVALID_INPUT error."""
