@@ -69,25 +69,24 @@ def parse_settings(data: object, *, base_dir: Path) -> Settings:
 
 def _nats(top: Section) -> NatsSettings:
     with top.section("nats") as s:
-        url = s.raw("url")
-        if url is not None and s.has("url"):
-            problem = (
-                url_problem(url, NATS_URL_SCHEMES, NATS_URL_EXAMPLE)
-                if isinstance(url, str)
-                else f"must be a URL such as {NATS_URL_EXAMPLE}, or null"
-            )
-            if problem is not None:
-                s.fail("url", problem)
-                url = None
-        else:
-            url = None
-        name = s.string(
-            "name",
-            "interaction-worker",
-            lambda v: len(v) <= 256 and NAME_CHARS.fullmatch(v) is not None,
-            "must be 1 to 256 letters, digits, - or _ (it is also the NATS service name)",
+        return NatsSettings(
+            url=s.get("url", None, _nats_url),
+            name=s.string(
+                "name",
+                "interaction-worker",
+                lambda v: len(v) <= 256 and NAME_CHARS.fullmatch(v) is not None,
+                "must be 1 to 256 letters, digits, - or _ (it is also the NATS service name)",
+            ),
         )
-    return NatsSettings(url=url, name=name)
+
+
+def _nats_url(value: object) -> str | None | Rule:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return Rule(f"must be a URL such as {NATS_URL_EXAMPLE}, or null")
+    problem = url_problem(value, NATS_URL_SCHEMES, NATS_URL_EXAMPLE)
+    return value if problem is None else Rule(problem)
 
 
 def _subjects(top: Section) -> SubjectSettings:

@@ -125,9 +125,9 @@ class Problems:
 class Section:
     """One mapping of the file. Leaving the `with` block reports the keys no getter asked for."""
 
-    def __init__(self, data: Mapping[Any, Any], path: str, problems: Problems) -> None:
+    def __init__(self, data: Mapping[Any, Any], where: str, problems: Problems) -> None:
         self.data = data
-        self.where = path
+        self.where = where
         self.problems = problems
         self._seen: set[object] = set()
 
