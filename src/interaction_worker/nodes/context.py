@@ -9,7 +9,7 @@ from .sandbox import Sandbox
 _LOGGER = logging.getLogger("interaction_worker")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ToolContext:
     """Passed to `RegisteredTool.execute`. Cancellation arrives as asyncio cancellation."""
 

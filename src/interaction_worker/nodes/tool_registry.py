@@ -125,9 +125,14 @@ class ToolRegistry:
 
         `trusted_json` skips the JSON-ness walk of the arguments, for bodies the strict parser produced.
         """
-        raw = call.to_wire() if isinstance(call, ToolCall) else call
+        if type(call) is dict:
+            raw: object = call
+        elif isinstance(call, ToolCall):
+            raw = call.to_wire()
+        else:
+            raw = dict(call) if isinstance(call, Mapping) else call
         try:
-            fields = check.tool_call(dict(raw) if isinstance(raw, Mapping) else raw)
+            fields = check.tool_call(raw)
         except ContractError as error:
             raise InvalidInput(error.message) from None
         call_id: str = fields["id"]
@@ -159,9 +164,12 @@ class ToolRegistry:
 
 def tool_result(outcome: object, call_id: str, source: str) -> ExternalResult:
     """Validate what a tool returned, with callId and source set by the registry."""
-    if isinstance(outcome, BaseModel):
+    if type(outcome) is dict:
+        outcome = {**outcome, "callId": call_id, "source": source}
+    elif isinstance(outcome, BaseModel):
         outcome = outcome.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    if isinstance(outcome, Mapping):
+        outcome = {**outcome, "callId": call_id, "source": source}
+    elif isinstance(outcome, Mapping):
         outcome = {**outcome, "callId": call_id, "source": source}
     else:
         # The reference spreads whatever came back into `{...outcome, callId, source}`: a value that is
