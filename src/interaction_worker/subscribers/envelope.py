@@ -104,8 +104,14 @@ def dead_letter_body(letter: DeadLetterInput, max_payload: int) -> bytes:
         if is_text:
             prefix = prefix.decode("utf-8", "ignore").encode("utf-8")
         body = _encode(_document(letter, prefix, is_text, truncated=True))
-        if len(body) <= max_payload or keep == 0:
+        if len(body) <= max_payload:
             return body
+        if keep == 0:
+            # Not even an empty payload fits beside the copied request headers (long trace headers
+            # also travel as the letter's own): leave the copy out, as the server would refuse it.
+            document = _document(letter, b"", is_text, truncated=True)
+            document["headers"] = {}
+            return _encode(document)
         # JSON escaping can make the text longer than its bytes: shrink by the excess and retry.
         keep = max(0, min(keep - 1, keep - (len(body) - max_payload)))
 

@@ -152,12 +152,18 @@ class MessageHandler:
         self.subjects = subjects
         self.reply_prefixes = reply_prefixes
         self.max_payload = max_payload
+        # Header bytes a binding adds to every publish beyond the handler's own (FastStream's).
+        self.header_allowance = 0
         self.tool_timeout = tool_timeout
         self.clock = clock
         self.logger = logger
         # Set when shutdown cancels running calls: their cancellation becomes a WORKER_SHUTDOWN outcome.
         self.shutting_down = False
         self.deadlines = Deadlines()
+
+    def _room(self) -> int:
+        """The bytes one publish may take, headers included."""
+        return self.max_payload - self.header_allowance
 
     def reply_target(
         self, msg: Incoming
@@ -245,7 +251,7 @@ class MessageHandler:
             identifier=identifier if is_call else None,
             received_at=self.clock(),
         )
-        body = dead_letter_body(letter, self.max_payload - headers_size(headers))
+        body = dead_letter_body(letter, self._room() - headers_size(headers))
         publishes.append((self.subjects.dead(kind, key), body, headers))
         return publishes
 
@@ -273,7 +279,7 @@ class MessageHandler:
                     "mcp", output.result, key, target, trace, "invoke"
                 )
             payload = output.to_json()
-            if len(payload) + headers_size(JSON_HEADERS) > self.max_payload:
+            if len(payload) + headers_size(JSON_HEADERS) > self._room():
                 raise ResultTooLarge(
                     "The discover reply is larger than the server's max_payload"
                 )
@@ -281,7 +287,7 @@ class MessageHandler:
         if kind == "observe":
             observation = self.worker.observe(body)
             payload = observation.to_json()
-            if len(payload) + headers_size(JSON_HEADERS) > self.max_payload:
+            if len(payload) + headers_size(JSON_HEADERS) > self._room():
                 raise ResultTooLarge()
             return [(target, payload, JSON_HEADERS)] if target else []
         receipt = await self._deliver(body, identifier)
@@ -384,8 +390,9 @@ class MessageHandler:
             else result_json
         )
         largest = max(len(reply_json), len(observation_json))
-        # Event headers are bounded (the raw id is at most 256 code points); 2 KiB covers them.
-        if largest + 2048 > self.max_payload:
+        # Event headers are bounded (the raw id is at most 256 code points); 2 KiB covers them, besides
+        # the trace headers copied from the request, which are as long as the client made them.
+        if largest + 2048 + headers_size(trace) > self._room():
             result = check.external_result(
                 {
                     "callId": result.call_id,
@@ -430,7 +437,7 @@ class MessageHandler:
         trace: dict[str, str],
     ) -> list[Publish]:
         payload = receipt.to_json()
-        if len(payload) + 2048 > self.max_payload:
+        if len(payload) + 2048 + headers_size(trace) > self._room():
             receipt = check.output_receipt(
                 {
                     "deliveryId": receipt.delivery_id,

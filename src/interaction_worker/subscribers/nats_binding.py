@@ -62,6 +62,9 @@ class NatsBinding:
                 pending_bytes_limit=self._pending_limit * 64 * 1024,
             )
             self._subscriptions.append(subscription)
+        # nats-py 2.16 writes flush()'s PING straight to the socket, ahead of the SUBs still in its
+        # pending buffer, so one PONG does not prove the server has them; the second PING follows them.
+        await self.client.flush()
         await self.client.flush()
 
     def _callback(self, kind: Kind) -> Any:
