@@ -26,6 +26,9 @@ def build_router(
 ) -> NatsRouter:
     router = NatsRouter()
     handler.header_allowance = _FASTSTREAM_HEADERS
+    # FastStream cancels a handler only when its broker stops past `graceful_timeout`: such a call
+    # then gets its `cancelled` / WORKER_SHUTDOWN outcome published, as in the nats-py binding.
+    handler.shutting_down = True
     for kind in KINDS:
         _subscribe(router, handler, kind, queue, max_workers)
     return router
