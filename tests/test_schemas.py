@@ -5,6 +5,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 
+from interaction_worker.asyncapi import ASYNCAPI_FILE, asyncapi_document, asyncapi_text
 from interaction_worker.contracts import DeadLetter, ErrorBody, McpCapability
 from interaction_worker.contracts import validation as check
 from interaction_worker.schema import (
@@ -320,3 +321,27 @@ INVALID = [
 def test_invalid_payloads_fail_their_schema(name: str, payload: Any) -> None:
     with pytest.raises(jsonschema.ValidationError):
         _validator(name).validate(payload)
+
+
+def test_committed_asyncapi_document_matches_the_code() -> None:
+    path = SCHEMA_DIR / ASYNCAPI_FILE
+    assert path.is_file(), f"{path.name} is missing. {REGENERATE}"
+    assert path.read_text(encoding="utf-8") == asyncapi_text(), (
+        f"{path.name} differs from the code. {REGENERATE}"
+    )
+
+
+def test_asyncapi_document_names_every_subject() -> None:
+    channels = set(asyncapi_document()["channels"])
+    assert {
+        "interaction.tool.call",
+        "interaction.mcp.call",
+        "interaction.observe",
+        "interaction.output.deliver",
+        "interaction.tool.result.{key}",
+        "interaction.tool.observation.{key}",
+        "interaction.mcp.result.{key}",
+        "interaction.mcp.observation.{key}",
+        "interaction.output.receipt.{key}",
+        "interaction.dead.{kind}.{key}",
+    } <= channels

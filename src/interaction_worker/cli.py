@@ -22,6 +22,7 @@ import yaml
 
 from . import _cli_client as client
 from .app import build_worker, serve_options
+from .asyncapi import ASYNCAPI_FILE, asyncapi_text
 from .config import Settings, load_settings
 from .embedded import EmbeddedServerError
 from .errors import ConfigurationError, RegistrationError
@@ -335,6 +336,9 @@ def _deliver(args: argparse.Namespace) -> int:
 def _schema(args: argparse.Namespace) -> int:
     for path in write_schemas(args.out):
         _emit({"wrote": str(path)})
+    document = args.out / ASYNCAPI_FILE
+    document.write_text(asyncapi_text(), encoding="utf-8")
+    _emit({"wrote": str(document)})
     return EXIT_OK
 
 
