@@ -25,7 +25,7 @@ their messages.
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
@@ -59,9 +59,14 @@ SCHEMA_SUFFIX = ".schema.json"
 
 _Mode = Literal["validation", "serialization"]
 
-# mypy reads an `Annotated[A | B, ...]` alias used as a value as a UnionType, not a type form.
-_MCP_INPUT: TypeAdapter[McpDiscoverInput | McpInvokeInput] = TypeAdapter(McpInput)  # type: ignore[arg-type]
-_MCP_OUTPUT: TypeAdapter[McpDiscoverOutput | McpInvokeOutput] = TypeAdapter(McpOutput)  # type: ignore[arg-type]
+# mypy's reading of an `Annotated[A | B, ...]` alias used as a value varies (a UnionType or a type
+# form): `cast` keeps the check stable whichever it is.
+_MCP_INPUT: TypeAdapter[McpDiscoverInput | McpInvokeInput] = TypeAdapter(
+    cast(Any, McpInput)
+)
+_MCP_OUTPUT: TypeAdapter[McpDiscoverOutput | McpInvokeOutput] = TypeAdapter(
+    cast(Any, McpOutput)
+)
 
 _PAYLOADS: tuple[tuple[str, type[BaseModel] | TypeAdapter[Any], _Mode], ...] = (
     ("ToolCallRequest", ToolCallRequest, "validation"),
