@@ -134,6 +134,7 @@ async def serve(
             max_pending=options.max_pending,
         )
         stack.push_async_callback(worker.aclose)
+        await worker.astart(client)
         await binding.start()
         if not stop.is_set():
             ready(url)

@@ -129,9 +129,21 @@ class InteractionWorker:
             raise NotFound(f"No available Worker implements {OUTPUT_NODE}")
         return await deliver_output(_body(request), self.output, context)
 
+    def _resources(self) -> list[object]:
+        return [self.output, *(self.mcp.clients() if self.mcp else ())]
+
+    async def astart(self, client: Client) -> None:
+        """Start what the worker holds that has `async start(client)`: sinks that publish on the
+        bus get the worker's connection, MCP clients connect to their servers. A resource that
+        cannot start raises, and the start fails."""
+        for resource in self._resources():
+            start = getattr(resource, "start", None)
+            if start is not None:
+                await start(client)
+
     async def aclose(self) -> None:
         """Close what the worker holds that has a close: sinks, then MCP clients."""
-        for resource in (self.output, *(self.mcp.clients() if self.mcp else ())):
+        for resource in self._resources():
             close = getattr(resource, "aclose", None) or getattr(
                 resource, "close", None
             )
