@@ -165,3 +165,9 @@ def test_every_js_extension_is_a_frame(extension: str) -> None:
     assert is_safe_message(f"at f (m.{extension}:1:2)") is False
     assert is_safe_message(f"at m.{extension}:7") is False
     assert is_safe_message(f"at m.{extension}") is True
+
+
+def test_a_lone_surrogate_makes_a_message_unsafe() -> None:
+    # It could not be encoded as UTF-8, so an error reply carrying it could not be sent.
+    assert not is_safe_message("bad \ud800 value")
+    assert is_safe_message("fine \U0001f600 value")

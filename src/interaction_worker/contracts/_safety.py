@@ -2,7 +2,7 @@
 
 import re
 
-from ._text import JS_WS_CLASS, utf16_length
+from ._text import JS_WS_CLASS, has_lone_surrogate, utf16_length
 
 MAX_MESSAGE_LENGTH = 512
 _S = JS_WS_CLASS
@@ -33,4 +33,6 @@ def is_safe_message(message: str) -> bool:
         or _ABSOLUTE_PATH.search(message)
         or _JS_STACK_FRAME.search(message)
         or _PY_STACK_FRAME.search(message)
+        # Beyond the reference: a lone surrogate cannot be encoded, so the message could not be sent.
+        or has_lone_surrogate(message)
     )
