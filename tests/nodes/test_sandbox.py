@@ -488,3 +488,16 @@ async def test_run_executor_exceptions_propagate(workspace: Path) -> None:
     sandbox = Sandbox(workspace=workspace, execute=True, executor=Failing())
     with pytest.raises(RuntimeError, match="^executor broke$"):
         await sandbox.run("ls", [])
+
+
+async def test_read_text_keeps_line_endings_as_they_are(tmp_path: Path) -> None:
+    (tmp_path / "crlf.txt").write_bytes(b"a\r\nb\rc")
+    sandbox = Sandbox(read=True, workspace=tmp_path)
+    assert await sandbox.read_text("crlf.txt") == "a\r\nb\rc"
+
+
+async def test_a_symlink_loop_is_refused_as_a_workspace_path(tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    sandbox = Sandbox(read=True, workspace=tmp_path)
+    with pytest.raises(PermissionDenied, match="Permission denied: workspace path"):
+        await sandbox.read_text("loop")

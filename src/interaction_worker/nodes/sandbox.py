@@ -20,14 +20,28 @@ _LIST_KINDS: tuple[PermissionKind, ...] = ("tools", "mcp", "skills", "network")
 
 @dataclass(frozen=True)
 class CommandResult:
+    """What a command printed and how it ended.
+
+    `exit_code` is None when the process did not exit by itself: the executor stopped it because
+    stdout reached its limit (`truncated`) or it outlived its timeout (`timed_out`), or the program
+    is not installed (`unavailable`). A process killed by a signal the executor did not send
+    exits with 128 + the signal number, as in a shell.
+    """
+
     stdout: str
     stderr: str
     exit_code: int | None
     truncated: bool = False
+    timed_out: bool = False
+    unavailable: bool = False
 
 
 class CommandExecutor(Protocol):
-    """Runs one fixed program with separate arguments in the workspace, never through a shell."""
+    """Runs one fixed program with separate arguments in the workspace, never through a shell.
+
+    Cancellation (asyncio) must stop the program. A timeout, an output limit and a missing program
+    are reported in the `CommandResult`, not raised.
+    """
 
     async def run(
         self, command: str, args: Sequence[str], workspace: Path
@@ -92,7 +106,8 @@ class Sandbox:
         root = self.workspace.resolve()
         try:
             target = (root / path).resolve()
-        except (OSError, ValueError):
+        # RuntimeError: a symlink loop, on Python 3.11.
+        except (OSError, ValueError, RuntimeError):
             raise PermissionDenied("Permission denied: workspace path") from None
         if target != root and root not in target.parents:
             raise PermissionDenied("Permission denied: workspace path")
@@ -103,7 +118,9 @@ class Sandbox:
         if not self.read:
             raise PermissionDenied("Permission denied: filesystem:read")
         target = self.resolve(path)
-        return await asyncio.to_thread(target.read_text, encoding="utf-8")
+        # Bytes, then strict UTF-8: text mode would turn CRLF into LF.
+        data = await asyncio.to_thread(target.read_bytes)
+        return data.decode("utf-8")
 
     async def write_text(self, path: str, content: str) -> None:
         """Write a workspace file under the `write` permission; a dangling symlink is refused."""
@@ -116,8 +133,14 @@ class Sandbox:
         target = self.resolve(path)
         await asyncio.to_thread(target.write_text, content, encoding="utf-8")
 
-    async def run(self, command: str, args: Sequence[str]) -> CommandResult:
-        """Run a command through the executor, under the `execute` permission."""
+    async def run(
+        self, command: str, args: Sequence[str], *, paths: Sequence[str] = ()
+    ) -> CommandResult:
+        """Run a command through the executor, under the `execute` permission.
+
+        `paths` are the workspace paths among `args`: each must resolve (through symlinks) inside
+        the workspace, checked before anything runs.
+        """
         if not self.execute or self.executor is None:
             raise PermissionDenied(
                 "Permission denied: execution requires an enabled SandboxExecutor"
@@ -130,4 +153,7 @@ class Sandbox:
             raise InvalidInput("Invalid sandbox command")
         if self.workspace is None:
             raise PermissionDenied("Permission denied: workspace path")
-        return await self.executor.run(command, list(args), self.workspace.resolve())
+        args = list(args)  # a snapshot: the executor gets what was checked
+        if paths:
+            await asyncio.to_thread(lambda: [self.resolve(path) for path in paths])
+        return await self.executor.run(command, args, self.workspace.resolve())

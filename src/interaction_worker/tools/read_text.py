@@ -2,42 +2,14 @@
 
 import asyncio
 import os
-import re
 import stat
 from collections.abc import Mapping
 from typing import Any
 
-from ..contracts import is_safe_message, js_trim
-from ..errors import ConfigurationError, InvalidInput, PermissionDenied
+from ..contracts import is_safe_message
+from ..errors import ConfigurationError, PermissionDenied
 from ..nodes import Sandbox, ToolContext
-
-# UTF-16 code units, as the reference's `text` helper counts them.
-_MAX_PATH_LENGTH = 1024
-_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
-
-
-def _utf16_length(value: str) -> int:
-    return len(value) + sum(1 for ch in value if ord(ch) > 0xFFFF)
-
-
-def _workspace_path(value: object, name: str) -> str:
-    """The reference's `relativePath` (section 7.2), without its `./` prefix: no shell or options here."""
-    if (
-        not isinstance(value, str)
-        or not js_trim(value)
-        or _utf16_length(value) > _MAX_PATH_LENGTH
-        or any(ch in value for ch in "\0\r\n")
-    ):
-        raise InvalidInput(f"{name} must be a nonempty single-line string")
-    # Node's posix and win32 `isAbsolute`, not `ntpath.isabs`, whose answer changed in Python 3.13.
-    if (
-        value[0] in "/\\"
-        or _DRIVE.match(value)
-        or "\\" in value
-        or any(segment in ("", "..") for segment in value.split("/"))
-    ):
-        raise InvalidInput(f"{name} must be a workspace-relative POSIX path")
-    return value
+from ._arguments import MISSING, exact_keys, workspace_path
 
 
 def _failed(code: str, message: str, fallback: str | None = None) -> dict[str, Any]:
@@ -140,6 +112,5 @@ class ReadTextTool:
 
     @staticmethod
     def _path(arguments: dict[str, Any]) -> str:
-        if any(key != "path" for key in arguments):
-            raise InvalidInput("Unexpected read_text argument")
-        return _workspace_path(arguments.get("path"), "path")
+        exact_keys(arguments, ("path",), "Unexpected read_text argument")
+        return workspace_path(arguments.get("path", MISSING), "path")

@@ -1,0 +1,211 @@
+"""The 14 read-only commands of the reference (section 7.3): schema, description and argv builder.
+
+Each builder checks its arguments in the reference's order and returns the argv and the workspace
+paths in it. Beyond the reference, `grep` recurses with `-r`, which never follows a symlink that
+the workspace holds, where `-R` follows them all.
+"""
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidInput
+from ._arguments import (
+    MISSING,
+    delimiter,
+    exact_keys,
+    flag,
+    integer,
+    paths,
+    relative_path,
+    text,
+)
+
+UNEXPECTED = "Unexpected command argument"
+_FIELDS = re.compile(r"[0-9]+(?:-[0-9]*)?(?:,[0-9]+(?:-[0-9]*)?)*")
+_STRING = {"type": "string"}
+_BOOLEAN = {"type": "boolean"}
+_DEPTH = {"type": "integer", "minimum": 0, "maximum": 32}
+_LINES = {"type": "integer", "minimum": 1, "maximum": 1_000}
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    args: list[str]
+    paths: list[str]  # the workspace paths among `args`
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    build: Callable[[Mapping[str, Any]], CommandLine]
+
+
+def _schema(properties: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
+    }
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def _arguments(
+    arguments: Mapping[str, Any], allowed: Sequence[str]
+) -> Callable[[str], Any]:
+    exact_keys(arguments, allowed, UNEXPECTED)
+    return lambda key: arguments.get(key, MISSING)
+
+
+def _grep(arguments: Mapping[str, Any]) -> CommandLine:
+    get = _arguments(
+        arguments, ("pattern", "paths", "recursive", "ignoreCase", "fixedStrings")
+    )
+    args = ["-n"]
+    if flag(get("recursive"), "recursive"):
+        args.append("-r")
+    if flag(get("ignoreCase"), "ignoreCase"):
+        args.append("-i")
+    if flag(get("fixedStrings"), "fixedStrings"):
+        args.append("-F")
+    pattern = text(get("pattern"), "pattern", required=True)
+    assert pattern is not None
+    files = paths(get("paths"))
+    return CommandLine([*args, "--", pattern, *files], files)
+
+
+def _ls(arguments: Mapping[str, Any]) -> CommandLine:
+    get = _arguments(arguments, ("path", "all"))
+    all_ = ["-a"] if flag(get("all"), "all") else []
+    path = relative_path(get("path"), "path", ".")
+    return CommandLine(["-1", *all_, "--", path], [path])
+
+
+def _find(arguments: Mapping[str, Any]) -> CommandLine:
+    get = _arguments(arguments, ("path", "name", "type", "maxDepth"))
+    kind = get("type")
+    if kind is not MISSING and kind not in ("file", "directory"):
+        raise InvalidInput("type must be file or directory")
+    # No `--` here: find takes its paths first, and the `./` prefix keeps a `-` name a path.
+    path = relative_path(get("path"), "path", ".")
+    args = [path, "-maxdepth", str(integer(get("maxDepth"), "maxDepth", 8, 0, 32))]
+    if kind is not MISSING:
+        args += ["-type", "f" if kind == "file" else "d"]
+    name = text(get("name"), "name")
+    if name is not None:
+        args += ["-name", name]
+    return CommandLine([*args, "-print"], [path])
+
+
+def _lines() -> Callable[[Mapping[str, Any]], CommandLine]:
+    def build(arguments: Mapping[str, Any]) -> CommandLine:
+        get = _arguments(arguments, ("path", "lines"))
+        lines = integer(get("lines"), "lines", 20, 1, 1_000)
+        path = relative_path(get("path"), "path")
+        return CommandLine(["-n", str(lines), "--", path], [path])
+
+    return build
+
+
+def _wc(arguments: Mapping[str, Any]) -> CommandLine:
+    get = _arguments(arguments, ("path", "metric"))
+    metric = get("metric")
+    if metric is MISSING or metric is None:  # `?? "lines"`: null too
+        metric = "lines"
+    options = {"lines": "-l", "words": "-w", "bytes": "-c"}
+    if not isinstance(metric, str) or metric not in options:
+        raise InvalidInput("metric must be lines, words, or bytes")
+    path = relative_path(get("path"), "path")
+    return CommandLine([options[metric], "--", path], [path])
+
+
+def _flags(allowed: Mapping[str, str]) -> Callable[[Mapping[str, Any]], CommandLine]:
+    """A tool of one path and boolean flags, each adding its option in the order given."""
+
+    def build(arguments: Mapping[str, Any]) -> CommandLine:
+        get = _arguments(arguments, ("path", *allowed))
+        args = [option for key, option in allowed.items() if flag(get(key), key)]
+        path = relative_path(get("path"), "path")
+        return CommandLine([*args, "--", path], [path])
+
+    return build
+
+
+def _cut(arguments: Mapping[str, Any]) -> CommandLine:
+    get = _arguments(arguments, ("path", "delimiter", "fields"))
+    fields = text(get("fields"), "fields", required=True)
+    assert fields is not None
+    if not _FIELDS.fullmatch(fields):
+        raise InvalidInput("fields must be comma-separated field numbers or ranges")
+    separator = delimiter(get("delimiter"))
+    path = relative_path(get("path"), "path")
+    options = [] if separator is None else ["-d", separator]
+    return CommandLine([*options, "-f", fields, "--", path], [path])
+
+
+def _du(arguments: Mapping[str, Any]) -> CommandLine:
+    get = _arguments(arguments, ("path", "maxDepth"))
+    depth = integer(get("maxDepth"), "maxDepth", 1, 0, 32)
+    path = relative_path(get("path"), "path")
+    return CommandLine(["-k", "-d", str(depth), "--", path], [path])
+
+
+def _pwd(arguments: Mapping[str, Any]) -> CommandLine:
+    exact_keys(arguments, (), UNEXPECTED)
+    return CommandLine([], [])
+
+
+_PATH_ONLY = _flags({})
+_PATHS = {"type": "array", "items": _STRING}
+_TYPE = {"type": "string", "enum": ["file", "directory"]}
+_METRIC = {"type": "string", "enum": ["lines", "words", "bytes"]}
+
+
+def _spec(
+    name: str,
+    description: str,
+    build: Callable[[Mapping[str, Any]], CommandLine],
+    required: Sequence[str] = (),
+    /,
+    **properties: Any,
+) -> CommandSpec:
+    return CommandSpec(name, description, _schema(properties, required), build)
+
+
+# One row per tool: name, description, argv builder, required keys, then the schema's properties.
+# fmt: off
+SPECS: tuple[CommandSpec, ...] = (
+    _spec("grep", "Search text in workspace files", _grep, ("pattern", "paths"),
+          pattern=_STRING, paths=_PATHS, recursive=_BOOLEAN, ignoreCase=_BOOLEAN,
+          fixedStrings=_BOOLEAN),
+    _spec("ls", "List one workspace directory", _ls, (), path=_STRING, all=_BOOLEAN),
+    _spec("cat", "Read one workspace text file", _PATH_ONLY, ("path",), path=_STRING),
+    _spec("find", "Find workspace files or directories by name", _find, (),
+          path=_STRING, name=_STRING, type=_TYPE, maxDepth=_DEPTH),
+    _spec("head", "Read the first lines of one workspace text file", _lines(), ("path",),
+          path=_STRING, lines=_LINES),
+    _spec("tail", "Read the last lines of one workspace text file", _lines(), ("path",),
+          path=_STRING, lines=_LINES),
+    _spec("wc", "Count lines, words, or bytes in one workspace file", _wc, ("path",),
+          path=_STRING, metric=_METRIC),
+    _spec("sort", "Sort lines from one workspace text file",
+          _flags({"reverse": "-r", "numeric": "-n", "unique": "-u"}), ("path",),
+          path=_STRING, reverse=_BOOLEAN, numeric=_BOOLEAN, unique=_BOOLEAN),
+    _spec("uniq", "Filter adjacent duplicate lines from one workspace text file",
+          _flags({"count": "-c", "ignoreCase": "-i"}), ("path",),
+          path=_STRING, count=_BOOLEAN, ignoreCase=_BOOLEAN),
+    _spec("cut", "Select delimited fields from one workspace text file", _cut,
+          ("path", "fields"), path=_STRING, delimiter=_STRING, fields=_STRING),
+    _spec("stat", "Read metadata for one workspace path", _PATH_ONLY, ("path",), path=_STRING),
+    _spec("file", "Identify the type of one workspace file", _PATH_ONLY, ("path",),
+          path=_STRING),
+    _spec("du", "Summarize disk usage below one workspace path", _du, ("path",),
+          path=_STRING, maxDepth=_DEPTH),
+    _spec("pwd", "Return the executor workspace directory", _pwd),
+)
+# fmt: on
