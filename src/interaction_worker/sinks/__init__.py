@@ -1,6 +1,17 @@
 """Output sinks: where deliveries go."""
 
 from .console import ConsoleSink
+from .fanout import FanoutSink
 from .file import FileSink
+from .http import HttpSink
+from .jetstream import JetStreamSink
+from .nats import NatsSink
 
-__all__ = ["ConsoleSink", "FileSink"]
+__all__ = [
+    "ConsoleSink",
+    "FanoutSink",
+    "FileSink",
+    "HttpSink",
+    "JetStreamSink",
+    "NatsSink",
+]

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ..contracts import OutputRequest
 from ..nodes import DeliveryContext
+from ._receipts import DEFAULT_TIMEOUT, check_timeout
 
 # C0 controls but tab and newline, DEL and C1: a delivery's text must not drive the terminal
 # (colours, titles, hyperlinks, cursor moves); each is shown as a visible `\xNN` escape instead.
@@ -78,12 +79,18 @@ class ConsoleSink:
         console: where to print; by default standard error, because `run` keeps standard output
             for its single `ready <url>` line, which scripts read.
         name: the sink's name in fan-out receipts.
+        timeout: what a fan-out (or `run`, for a lone sink) waits for a receipt, in seconds.
     """
 
     def __init__(
-        self, *, console: Console | None = None, name: str = "console"
+        self,
+        *,
+        console: Console | None = None,
+        name: str = "console",
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.name = name
+        self.timeout = check_timeout(timeout)
         self.console = console if console is not None else Console(stderr=True)
         self._lock = asyncio.Lock()
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..contracts import OutputRequest
 from ..nodes import DeliveryContext
+from ._receipts import DEFAULT_TIMEOUT, check_timeout
 
 _LOGGER = logging.getLogger("interaction_worker.sinks.file")
 _WRITE_FAILED = {"code": "SINK_WRITE_FAILED", "message": "File sink write failed"}
@@ -69,10 +70,18 @@ class FileSink:
     The file is opened on the first delivery. A failed write or fsync makes the receipts of that
     batch `unknown` (the lines may or may not be in the file) and the next batch reopens the file.
     `close()` waits for pending lines and closes the file; a later delivery opens it again.
+    `timeout` is what a fan-out (or `run`, for a lone sink) waits for a receipt.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, name: str = "file") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        name: str = "file",
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         self.name = name
+        self.timeout = check_timeout(timeout)
         self.path = Path(path)
         self.fsync_count = 0
         self._fd: int | None = None

@@ -1,0 +1,76 @@
+"""What the NATS and JetStream sinks share: the connection, the subject template and the headers."""
+
+import nats.errors
+from nats.aio.client import Client
+
+from ..contracts import OutputRequest
+from ..errors import ConfigurationError
+from ..subscribers.envelope import headers_size
+from ..subscribers.subjects import is_safe_header_value, subject_key
+
+# Raised by nats-py's publish before anything is buffered: the message was certainly not sent.
+NOT_SENT = (
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionDrainingError,
+    nats.errors.OutboundBufferLimitError,
+)
+
+
+def check_subject(template: object) -> str:
+    """Dot-separated nonempty tokens without wildcards or whitespace; `{key}` stands for the key."""
+    rule = "subject must be subject tokens without wildcards; {key} stands for the delivery's key"
+    if not isinstance(template, str):
+        raise ConfigurationError(rule)
+    plain = template.replace("{key}", "k")
+    if (
+        not plain
+        or any(c.isspace() or c in "*>{}" or ord(c) < 0x20 for c in plain)
+        or not all(plain.split("."))
+    ):
+        raise ConfigurationError(rule)
+    return template
+
+
+class Connection:
+    """The client a sink publishes with: given to the sink, or the worker's, handed over by `start`."""
+
+    def __init__(self, client: Client | None) -> None:
+        self.client = client
+
+    def start(self, client: Client) -> None:
+        if self.client is None:
+            self.client = client
+
+    def get(self, sink: str) -> Client:
+        if self.client is None:
+            # A bug of the embedding code, not of the delivery: the bus turns it into INTERNAL and
+            # a dead letter that keeps the delivery.
+            raise RuntimeError(
+                f"{sink} has no NATS connection: pass client= or call start(client) first"
+            )
+        return self.client
+
+
+def delivery_headers(request: OutputRequest, msg_id_prefix: str) -> dict[str, str]:
+    """Content type, the subject key, the raw id when it is safe in a header, and `Nats-Msg-Id`
+    `<sink name>:<K>` (wire.md section 8), so a stream capturing the subject drops a duplicate."""
+    key = subject_key(request.delivery_id)
+    headers = {"Content-Type": "application/json", "Interaction-Key": key}
+    if is_safe_header_value(request.delivery_id):
+        headers["Interaction-Delivery-Id"] = request.delivery_id
+    headers["Nats-Msg-Id"] = f"{msg_id_prefix}:{key}"
+    return headers
+
+
+def subject_for(template: str, request: OutputRequest) -> str:
+    return template.replace("{key}", subject_key(request.delivery_id))
+
+
+def too_large(client: Client, payload: bytes, headers: dict[str, str]) -> bool:
+    """The server closes a connection that sends more than its max_payload: check before sending."""
+    return len(payload) + headers_size(headers) > client.max_payload
+
+
+TOO_LARGE_MESSAGE = (
+    "The delivery with its headers is larger than the server's max_payload"
+)
