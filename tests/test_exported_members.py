@@ -11,12 +11,18 @@ import pytest
 
 import interaction_worker
 import interaction_worker.contracts
+import interaction_worker.mcp
 import interaction_worker.nodes
+import interaction_worker.sinks
+import interaction_worker.tools
 
 PACKAGES = [
     pytest.param(interaction_worker, id="interaction_worker"),
     pytest.param(interaction_worker.contracts, id="contracts"),
+    pytest.param(interaction_worker.mcp, id="mcp"),
     pytest.param(interaction_worker.nodes, id="nodes"),
+    pytest.param(interaction_worker.sinks, id="sinks"),
+    pytest.param(interaction_worker.tools, id="tools"),
 ]
 
 
@@ -66,7 +72,10 @@ def test_isort_key_orders_constants_classes_then_the_rest() -> None:
     [
         pytest.param(interaction_worker, id="interaction_worker"),
         pytest.param(interaction_worker.contracts, id="contracts"),
+        pytest.param(interaction_worker.mcp, id="mcp"),
         pytest.param(interaction_worker.nodes, id="nodes"),
+        pytest.param(interaction_worker.sinks, id="sinks"),
+        pytest.param(interaction_worker.tools, id="tools"),
     ],
 )
 def test_all_is_sorted(package: types.ModuleType) -> None:

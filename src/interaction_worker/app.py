@@ -2,25 +2,54 @@
 
 Values given in code win over the file's (a Sandbox, a concurrency); tools, MCP clients and sinks
 given in code are added to those the file configures, and a name given twice stops the start. The
-defaults (read_text over the working directory, the console sink, the default sandbox) apply only
-where neither the file nor the code provides tools, sinks or a sandbox (config.md section 2).
+defaults (read_text and the 14 read-only commands over the working directory, the console sink, the
+default sandbox with its command executor) apply only where neither the file nor the code provides
+tools, sinks or a sandbox (config.md section 2).
 """
 
+import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from .config import (
+    COMMAND_NAMES,
     DEFAULT_SANDBOX,
+    DEFAULT_TOOLS,
+    CommandSettings,
     SandboxSettings,
     Settings,
     SinkSettings,
+    WebSearchSettings,
     nats_connect_options,
 )
 from .errors import ConfigurationError, RegistrationError
-from .nodes import OutputSink, Sandbox, ToolRegistry
+from .mcp import connection_from_settings
+from .nodes import OutputSink, RegisteredTool, Sandbox, ToolRegistry
+from .nodes.mcp_registry import (
+    DEFAULT_MAX_CAPABILITIES,
+    DEFAULT_MAX_DISCOVERY_PAGES,
+    McpRegistry,
+)
 from .service import ServeOptions
-from .sinks import ConsoleSink, FileSink
-from .tools import ReadTextTool
+from .sinks import (
+    ConsoleSink,
+    FanoutSink,
+    FileSink,
+    HttpSink,
+    JetStreamSink,
+    NatsSink,
+)
+from .sinks._lone import bounded
+from .sinks._sinks import sink_name
+from .tools import (
+    BraveSearch,
+    ReadOnlyCommandTool,
+    ReadTextTool,
+    SubprocessExecutor,
+    WebSearchTool,
+    read_only_command_tools,
+)
 from .worker import InteractionWorker
 
 # What a later version builds; until then a file that asks for it is refused with a clear message.
@@ -37,19 +66,18 @@ def build_worker(
     _register_file_tools(
         settings, registry, code_has_tools=bool(registry.names()), problems=problems
     )
-    if settings.mcp.servers:
-        problems.append(f"mcp.servers: connecting MCP servers from the file {_NOT_YET}")
+    mcp = _mcp(settings, code.mcp, problems)
     output = _output(settings, code.output, problems)
     if problems:
         raise ConfigurationError("\n".join(problems))
     sandbox = (
         code.sandbox
         if code.sandbox_given
-        else _sandbox(settings.sandbox, settings.workspace)
+        else _sandbox(settings.sandbox, settings.workspace, _command_settings(settings))
     )
     return InteractionWorker(
         tools=registry,
-        mcp=code.mcp,
+        mcp=mcp,
         output=output,
         sandbox=sandbox,
         concurrency=code.concurrency
@@ -69,25 +97,69 @@ def _register_file_tools(
     if tools is None:
         if code_has_tools:
             return
-        # The default tools: read_text now; the read-only commands join it when they are built.
-        tools_to_add = [ReadTextTool()]
-    else:
-        if tools.commands is not None:
-            problems.append(f"tools.commands: the read-only commands {_NOT_YET}")
-        if tools.web_search is not None:
-            problems.append(f"tools.web_search: web search {_NOT_YET}")
-        tools_to_add = [ReadTextTool()] if tools.read_text else []
+        tools = DEFAULT_TOOLS  # read_text and the 14 read-only commands
+    tools_to_add: list[RegisteredTool] = [ReadTextTool()] if tools.read_text else []
+    if tools.commands is not None:
+        tools_to_add += _command_tools(tools.commands)
+    if tools.web_search is not None:
+        search = _web_search_tool(tools.web_search, os.environ, problems)
+        tools_to_add += [] if search is None else [search]
     for tool in tools_to_add:
         try:
             registry.register(tool)
         except RegistrationError:
-            problems.append(
-                f"tools.{tool.name}: the tool {tool.name} is also given in code"
-            )
+            key = "commands" if isinstance(tool, ReadOnlyCommandTool) else tool.name
+            problems.append(f"tools.{key}: the tool {tool.name} is also given in code")
 
 
-def _sandbox(policy: SandboxSettings | None, workspace: Path) -> Sandbox:
+def _command_tools(commands: CommandSettings) -> list[RegisteredTool]:
+    tools = read_only_command_tools(
+        max_entries=commands.max_entries,
+        max_output_bytes=commands.max_output_bytes,
+        max_error_bytes=commands.max_error_bytes,
+    )
+    return [tool for tool in tools if tool.name in commands.enabled]
+
+
+def _web_search_tool(
+    search: WebSearchSettings, env: Mapping[str, str], problems: list[str]
+) -> WebSearchTool | None:
+    """Brave web search; its key comes from INTERACTION_BRAVE_API_KEY only, never from the file."""
+    key = env.get("INTERACTION_BRAVE_API_KEY")
+    if not key:
+        problems.append(
+            "tools.web_search: the Brave API key is read from INTERACTION_BRAVE_API_KEY, "
+            "which is not set"
+        )
+        return None
+    try:
+        provider = BraveSearch(
+            key, timeout=search.timeout, max_response_bytes=search.max_response_bytes
+        )
+    except ConfigurationError:
+        problems.append(
+            "tools.web_search: INTERACTION_BRAVE_API_KEY must be one nonempty line"
+        )
+        return None
+    return WebSearchTool(provider)
+
+
+def _command_settings(settings: Settings) -> CommandSettings:
+    """The limits of the sandbox's executor: the file's `tools.commands`, else the defaults."""
+    return (settings.tools or DEFAULT_TOOLS).commands or CommandSettings()
+
+
+def _sandbox(
+    policy: SandboxSettings | None, workspace: Path, commands: CommandSettings
+) -> Sandbox:
     policy = policy or DEFAULT_SANDBOX
+    # The executor runs the read-only commands' programs only, with the file's limits.
+    executor = SubprocessExecutor(
+        timeout=commands.timeout,
+        max_output_bytes=commands.max_output_bytes,
+        max_error_bytes=commands.max_error_bytes,
+        commands=COMMAND_NAMES,
+    )
     return Sandbox(
         tools=policy.tools,
         mcp=policy.mcp,
@@ -96,33 +168,60 @@ def _sandbox(policy: SandboxSettings | None, workspace: Path) -> Sandbox:
         write=policy.write,
         execute=policy.execute,
         workspace=workspace,
+        executor=executor,
     )
 
 
 def _output(
     settings: Settings, code_sink: OutputSink | None, problems: list[str]
 ) -> OutputSink | None:
+    """Several sinks (the code's and the file's) become a fan-out under `output.policy`; a lone
+    sink is held to its `timeout` too (past it: `unknown` SINK_TIMEOUT), and its exceptions still
+    propagate, to become an error reply and a dead letter."""
     configured = settings.output.sinks if settings.output.sinks_given else ()
     if code_sink is None and not settings.output.sinks_given:
         configured = settings.output.sinks  # the default console sink
     sinks: list[OutputSink] = [] if code_sink is None else [code_sink]
+    code_name = None if code_sink is None else sink_name(code_sink, 0)
     for index, sink in enumerate(configured):
+        if sink.name == code_name:
+            name = json.dumps(sink.name, ensure_ascii=False)
+            problems.append(
+                f"output.sinks[{index}].name: {name} is also the name of the sink given in code"
+            )
+            continue
         built = _sink(sink, index, problems)
         if built is not None:
             sinks.append(built)
-    if len(sinks) > 1:
-        problems.append(
-            f"output.sinks: combining several sinks (the fan-out sink) {_NOT_YET}"
-        )
+    if not sinks:
         return None
-    return sinks[0] if sinks else None
+    try:
+        if len(sinks) > 1:
+            return FanoutSink(sinks, policy=settings.output.policy)
+        return bounded(sinks[0])
+    except (ConfigurationError, RegistrationError) as error:
+        problems.append(f"output: the sink given in code: {error}")
+        return None
 
 
 def _sink(sink: SinkSettings, index: int, problems: list[str]) -> OutputSink | None:
-    if sink.type == "console":
-        return ConsoleSink(name=sink.name)
-    if sink.type == "file" and sink.path is not None:
-        return FileSink(sink.path, name=sink.name)
+    name, timeout = sink.name, sink.timeout
+    try:
+        if sink.type == "console":
+            return ConsoleSink(name=name, timeout=timeout)
+        if sink.type == "file" and sink.path is not None:
+            return FileSink(sink.path, name=name, timeout=timeout)
+        if sink.type == "nats" and sink.subject is not None:
+            return NatsSink(sink.subject, name=name, timeout=timeout)
+        if sink.type == "jetstream" and sink.subject is not None:
+            return JetStreamSink(
+                sink.subject, stream=sink.stream, name=name, timeout=timeout
+            )
+        if sink.type == "http" and sink.url is not None:
+            return HttpSink(sink.url, name=name, timeout=timeout)
+    except ConfigurationError as error:
+        problems.append(f"output.sinks[{index}].{error}")
+        return None
     problems.append(f"output.sinks[{index}].type: the {sink.type} sink {_NOT_YET}")
     return None
 
@@ -148,3 +247,38 @@ def serve_options(
         if settings.nats.url is not None
         else {},
     )
+
+
+def _mcp(
+    settings: Settings, code_mcp: McpRegistry | None, problems: list[str]
+) -> McpRegistry | None:
+    """The code's MCP registry (or a new one) with the file's servers registered into it; their
+    connections are made when the worker starts. A registry left at the default limits (one built
+    from a mapping in code) takes the file's limits."""
+    file = settings.mcp
+    registry = code_mcp
+    if registry is None:
+        if not file.servers:
+            return None
+        registry = McpRegistry(
+            max_discovery_pages=file.max_discovery_pages,
+            max_capabilities=file.max_capabilities,
+        )
+    else:
+        if registry.max_discovery_pages == DEFAULT_MAX_DISCOVERY_PAGES:
+            registry.max_discovery_pages = file.max_discovery_pages
+        if registry.max_capabilities == DEFAULT_MAX_CAPABILITIES:
+            registry.max_capabilities = file.max_capabilities
+    for name, server in file.servers.items():
+        try:
+            connection = connection_from_settings(name, server)
+        except ConfigurationError as error:
+            problems.append(str(error))
+            continue
+        try:
+            registry.register(name, connection)
+        except RegistrationError:
+            problems.append(
+                f"mcp.servers.{name}: the MCP server {name} is also given in code"
+            )
+    return registry

@@ -163,6 +163,7 @@ def _run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # the MCP SDK's HTTP client
     settings = _settings(args)
     if args.nats_url:
         settings = _replace_nats_url(settings, args.nats_url)

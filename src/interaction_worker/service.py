@@ -15,6 +15,8 @@ from nats.aio.client import Client
 from nats.errors import SlowConsumerError
 
 from .embedded import EmbeddedNatsServer
+from .errors import McpClientError
+from .tools import check_command_limits
 from .worker import InteractionWorker
 
 _LOGGER = logging.getLogger("interaction_worker")
@@ -125,6 +127,8 @@ async def serve(
             _LOGGER.info("stopped while connecting")
             return stats
         stack.push_async_callback(_close, client)
+        # Now that the server's max_payload is known, before anything subscribes (wire.md 1).
+        check_command_limits(worker.tools, client.max_payload)
         binding = worker.nats_binding(
             client,
             prefix=options.prefix,
@@ -134,7 +138,10 @@ async def serve(
             max_pending=options.max_pending,
         )
         stack.push_async_callback(worker.aclose)
-        await worker.astart(client)
+        try:
+            await worker.astart(client)
+        except McpClientError as error:  # a required MCP server cannot be reached
+            raise ServeError(str(error)) from None
         await binding.start()
         if not stop.is_set():
             ready(url)

@@ -320,8 +320,9 @@ def test_run_that_cannot_start_exits_with_one_line(tmp_path: Path) -> None:
     (bad_value / "worker.yaml").write_text("max_pending: 0\n")
     not_built = tmp_path / "not-built"
     not_built.mkdir()
+    # Valid for the parser, refused when the sink is built: a name that goes into a header.
     (not_built / "worker.yaml").write_text(
-        "output:\n  sinks: [{type: http, url: 'https://example.test/hook'}]\n"
+        'output:\n  sinks: [{type: nats, name: "ui\\tone", subject: ui}]\n'
     )
     no_app = tmp_path / "no-app"
     no_app.mkdir()
