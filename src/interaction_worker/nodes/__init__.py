@@ -2,7 +2,12 @@
 
 from .context import DeliveryContext, ToolContext
 from .mcp_registry import McpClient, McpRegistry, McpToolPage, McpToolResult
-from .observe import observe_external_result, observe_request, observe_validated_result
+from .observe import (
+    observation_document,
+    observe_external_result,
+    observe_request,
+    observe_validated_result,
+)
 from .output import OutputSink, deliver_output, output_receipt, output_request
 from .sandbox import CommandExecutor, CommandResult, PermissionKind, Sandbox
 from .tool_registry import RegisteredTool, ToolRegistry, is_rerunnable, tool_definition
@@ -23,6 +28,7 @@ __all__ = [
     "ToolRegistry",
     "deliver_output",
     "is_rerunnable",
+    "observation_document",
     "observe_external_result",
     "observe_request",
     "observe_validated_result",

@@ -6,7 +6,7 @@ modified (content parts are shared, as the reference shares them, never copied a
 
 from typing import Any
 
-from ..contracts import ContractError, ExternalResult, Message, Observation
+from ..contracts import ContractError, ExternalResult, Observation
 from ..contracts import validation as check
 from ..errors import InvalidInput
 
@@ -33,10 +33,16 @@ def observe_validated_result(result: ExternalResult) -> Observation:
 
 
 def _observe(result: ExternalResult) -> Observation:
+    return Observation.model_validate(observation_document(result))
+
+
+def observation_document(result: ExternalResult) -> dict[str, Any]:
+    """The observation of a validated result as wire data (camelCase, absent fields omitted, keys in
+    the reference's order), which the bus serialises without building the model."""
     present = result.model_fields_set
+    error = result.error
     parts: list[Any] = []
-    if result.status != "success" and result.error is not None:
-        error = result.error
+    if result.status != "success" and error is not None:
         parts.append(
             {"type": "text", "text": f"{result.status}: {error.code}: {error.message}"}
         )
@@ -44,8 +50,9 @@ def _observe(result: ExternalResult) -> Observation:
         parts.extend(_content_parts(result.content))
     if "structured_content" in present:
         parts.append({"type": "json", "data": result.structured_content})
-    for reference in result.references or ():
-        parts.append({"type": "reference", "reference": reference.to_wire()})
+    references = [r.to_wire() for r in result.references] if result.references else []
+    for reference in references:
+        parts.append({"type": "reference", "reference": reference})
     content: Any = parts
     # The reference collapses one text part to its text; a part without a string `text` stays a
     # list here, where the reference would drop `content` from the message altogether.
@@ -55,21 +62,21 @@ def _observe(result: ExternalResult) -> Observation:
         and isinstance(parts[0].get("text"), str)
     ):
         content = parts[0]["text"]
-    built: dict[str, Any] = {
-        "call_id": result.call_id,
+    document: dict[str, Any] = {
+        "callId": result.call_id,
         "source": result.source,
         "status": result.status,
-        "message": Message.trusted(role="tool", name=result.source, content=content),
+        "message": {"role": "tool", "name": result.source, "content": content},
     }
     if "structured_content" in present:
-        built["structured_content"] = result.structured_content
+        document["structuredContent"] = result.structured_content
     if "references" in present:
-        built["references"] = result.references
-    if result.error is not None:
-        built["error"] = result.error
+        document["references"] = references
+    if error is not None:
+        document["error"] = error.to_wire()
     if "metadata" in present:
-        built["metadata"] = result.metadata
-    return Observation.trusted(**built)
+        document["metadata"] = result.metadata
+    return document
 
 
 def _content_parts(content: Any) -> list[Any]:

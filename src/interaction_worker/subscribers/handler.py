@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
+from pydantic_core import to_json
+
 from ..contracts import (
     ExternalResult,
     JsonRefused,
@@ -31,7 +33,7 @@ from ..errors import (
     InvalidJson,
     ResultTooLarge,
 )
-from ..nodes import DeliveryContext, Sandbox, ToolContext, observe_validated_result
+from ..nodes import DeliveryContext, Sandbox, ToolContext, observation_document
 from .deadlines import Deadlines
 from .envelope import (
     JSON_HEADERS,
@@ -383,7 +385,7 @@ class MessageHandler:
         operation: str | None,
     ) -> list[Publish]:
         result_json = result.to_json()
-        observation_json = observe_validated_result(result).to_json()
+        observation_json = to_json(observation_document(result))
         reply_json = (
             b'{"operation":"invoke","result":' + result_json + b"}"
             if operation == "invoke"
