@@ -40,7 +40,13 @@ class UsageError(Exception):
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    # argparse stops collecting `k=v` arguments at the first option (`call grep --timeout 5
+    # pattern=x`): the ones after it come back unrecognised and join the others.
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        if not hasattr(args, "arguments") or any(e.startswith("-") for e in extras):
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        args.arguments = [*args.arguments, *extras]
     try:
         return int(args.handler(args))
     except (UsageError, ConfigurationError, RegistrationError) as error:

@@ -417,7 +417,7 @@ def test_failed_calls_exit_1(served: Run) -> None:
 
 
 def test_arguments_arrive_as_strings_or_json(custom: Run) -> None:
-    echo, string_seconds = cli_all(
+    echo, string_seconds, interleaved = cli_all(
         [
             custom.client(
                 "call",
@@ -433,6 +433,8 @@ def test_arguments_arrive_as_strings_or_json(custom: Run) -> None:
                 "url=http://h/?q:=1",
             ),
             custom.client("call", "sleep", "seconds=1"),
+            # Options between the arguments, as people type them.
+            ["call", "echo", "a=1", "--data-dir", str(custom.data_dir), "b:=2", "c=3"],
         ],
         cwd=custom.cwd,
     )
@@ -451,6 +453,12 @@ def test_arguments_arrive_as_strings_or_json(custom: Run) -> None:
     }
     assert result["structuredContent"]["types"]["five"] == "string"
     # `seconds=1` is the string "1": the tool's validate refuses it, and its message is the error.
+    assert interleaved.code == 0, interleaved.err
+    assert interleaved.lines[0]["structuredContent"]["arguments"] == {
+        "a": "1",
+        "b": 2,
+        "c": "3",
+    }
     assert string_seconds.code == 1
     assert string_seconds.lines == [
         {
