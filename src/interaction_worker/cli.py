@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -36,6 +36,13 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 class UsageError(Exception):
     """Bad usage or configuration (exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors as one line (the usage itself is `--help`)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see --help)\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,7 +75,7 @@ def _fail(args: argparse.Namespace, error: Exception) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="interaction-worker",
         description="Run an agent's tool calls, MCP requests and deliveries over NATS.",
     )
