@@ -4,9 +4,8 @@ import nats.errors
 from nats.aio.client import Client
 
 from ..contracts import OutputRequest
+from ..contracts.keys import headers_size, is_safe_header_value, subject_key
 from ..errors import ConfigurationError
-from ..subscribers.envelope import headers_size
-from ..subscribers.subjects import is_safe_header_value, subject_key
 
 # Raised by nats-py's publish before anything is buffered: the message was certainly not sent.
 NOT_SENT = (

@@ -7,9 +7,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from ..contracts import OutputRequest
+from ..contracts.keys import subject_key
 from ..errors import ConfigurationError
 from ..nodes import DeliveryContext
-from ..subscribers.subjects import subject_key
 from ._receipts import (
     DEFAULT_TIMEOUT,
     accepted,

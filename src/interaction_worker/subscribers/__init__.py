@@ -1,11 +1,12 @@
 """The bus: the subject table, the dispatcher and the two bindings (nats-py and FastStream)."""
 
+from ..contracts.keys import NO_KEY, is_safe_header_value, subject_key
 from .dispatcher import Dispatcher
 from .envelope import Publish
 from .faststream_router import build_router
 from .handler import Incoming, MessageHandler, Nodes
 from .nats_binding import NatsBinding
-from .subjects import KINDS, NO_KEY, Kind, Subjects, is_safe_header_value, subject_key
+from .subjects import KINDS, Kind, Subjects
 
 __all__ = [
     "KINDS",

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..contracts.keys import is_safe_header_value
 from ..errors import InteractionWorkerError
-from .subjects import is_safe_header_value
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 _TRACE_HEADERS = ("traceparent", "tracestate")
@@ -165,8 +165,3 @@ def dead_letter_headers(
     headers["Nats-Msg-Id"] = msg_id
     headers.update(trace)
     return headers
-
-
-def headers_size(headers: Mapping[str, str]) -> int:
-    """The bytes `headers` take on the wire (NATS/1.0 line, `Name: value` lines, blank line)."""
-    return 12 + sum(len(k) + len(v.encode()) + 4 for k, v in headers.items())

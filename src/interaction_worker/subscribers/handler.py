@@ -26,6 +26,7 @@ from ..contracts import (
     parse_json_object,
 )
 from ..contracts import validation as check
+from ..contracts.keys import NO_KEY, headers_size, subject_key
 from ..errors import (
     InteractionWorkerError,
     Internal,
@@ -43,10 +44,9 @@ from .envelope import (
     dead_letter_headers,
     error_reply,
     event_headers,
-    headers_size,
     trace_headers,
 )
-from .subjects import NO_KEY, Kind, Subjects, is_publishable_subject, subject_key
+from .subjects import Kind, Subjects, is_publishable_subject
 
 REPLY_TO_HEADER = "Interaction-Reply-To"
 _ID_HEADER: dict[Kind, str] = {

@@ -7,38 +7,6 @@ from typing import Literal
 Kind = Literal["tool", "mcp", "observe", "output"]
 KINDS: tuple[Kind, ...] = ("tool", "mcp", "observe", "output")
 
-# The key of a message whose id could not be read: `=` alone is never produced by the encoding.
-NO_KEY = "="
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_SAFE_BYTES = frozenset(
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
-)
-
-
-def subject_key(identifier: str) -> str:
-    """The subject key K: each UTF-8 byte outside `[A-Za-z0-9_-]` becomes `=XX` (uppercase hex).
-
-    Valid as one subject token and as a JetStream key-value key, and injective, so two ids never share
-    a key.
-    """
-    if _PLAIN_KEY.fullmatch(identifier):
-        return identifier
-    return "".join(
-        chr(byte) if byte in _SAFE_BYTES else f"={byte:02X}"
-        for byte in identifier.encode("utf-8", "surrogatepass")
-    )
-
-
-def is_safe_header_value(value: str) -> bool:
-    """Printable ASCII without leading or trailing spaces: never CR, LF or another control character."""
-    return (
-        bool(value)
-        and value.isascii()
-        and value.isprintable()
-        and value[0] != " "
-        and value[-1] != " "
-    )
-
 
 @dataclass(frozen=True, slots=True)
 class Subjects:

@@ -1,0 +1,42 @@
+"""Subject keys and header rules of the wire (wire.md sections 2 and 3), shared by the bus and
+the sinks that publish on it."""
+
+import re
+from collections.abc import Mapping
+
+# The key of a message whose id could not be read: `=` alone is never produced by the encoding.
+NO_KEY = "="
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_SAFE_BYTES = frozenset(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+)
+
+
+def subject_key(identifier: str) -> str:
+    """The subject key K: each UTF-8 byte outside `[A-Za-z0-9_-]` becomes `=XX` (uppercase hex).
+
+    Valid as one subject token and as a JetStream key-value key, and injective, so two ids never share
+    a key.
+    """
+    if _PLAIN_KEY.fullmatch(identifier):
+        return identifier
+    return "".join(
+        chr(byte) if byte in _SAFE_BYTES else f"={byte:02X}"
+        for byte in identifier.encode("utf-8", "surrogatepass")
+    )
+
+
+def is_safe_header_value(value: str) -> bool:
+    """Printable ASCII without leading or trailing spaces: never CR, LF or another control character."""
+    return (
+        bool(value)
+        and value.isascii()
+        and value.isprintable()
+        and value[0] != " "
+        and value[-1] != " "
+    )
+
+
+def headers_size(headers: Mapping[str, str]) -> int:
+    """The bytes `headers` take on the wire (NATS/1.0 line, `Name: value` lines, blank line)."""
+    return 12 + sum(len(k) + len(v.encode()) + 4 for k, v in headers.items())
