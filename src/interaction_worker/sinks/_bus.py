@@ -6,6 +6,7 @@ from nats.aio.client import Client
 from ..contracts import OutputRequest
 from ..contracts.keys import headers_size, is_safe_header_value, subject_key
 from ..errors import ConfigurationError
+from ._receipts import Receipt, rejected, unavailable
 
 # Raised by nats-py's publish before anything is buffered: the message was certainly not sent.
 NOT_SENT = (
@@ -73,3 +74,24 @@ def too_large(client: Client, payload: bytes, headers: dict[str, str]) -> bool:
 TOO_LARGE_MESSAGE = (
     "The delivery with its headers is larger than the server's max_payload"
 )
+
+
+def outgoing(
+    connection: Connection,
+    sink: str,
+    request: OutputRequest,
+    name: str,
+    extra_headers: dict[str, str] | None = None,
+) -> tuple[Client, bytes, dict[str, str]] | Receipt:
+    """What a bus sink sends (its client, payload and headers), or the receipt that says nothing was
+    sent: not connected (`rejected`, retryable), or too large for the server."""
+    client = connection.get(sink)
+    if not client.is_connected:
+        return unavailable(request)
+    payload = request.to_json()
+    headers = delivery_headers(request, name)
+    if extra_headers:
+        headers.update(extra_headers)
+    if too_large(client, payload, headers):
+        return rejected(request, "PAYLOAD_TOO_LARGE", TOO_LARGE_MESSAGE)
+    return client, payload, headers

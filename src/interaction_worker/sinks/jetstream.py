@@ -14,12 +14,10 @@ from ..errors import ConfigurationError
 from ..nodes import DeliveryContext
 from ._bus import (
     NOT_SENT,
-    TOO_LARGE_MESSAGE,
     Connection,
     check_subject,
-    delivery_headers,
+    outgoing,
     subject_for,
-    too_large,
 )
 from ._receipts import (
     DEFAULT_TIMEOUT,
@@ -86,16 +84,20 @@ class JetStreamSink:
     async def deliver(
         self, request: OutputRequest, context: DeliveryContext
     ) -> dict[str, Any]:
-        client = self._connection.get(f"JetStreamSink {self.name!r}")
-        if not client.is_connected:
-            return unavailable(request)
-        payload = request.to_json()
-        headers = delivery_headers(request, self.name)
-        if self.stream is not None:
-            # What nats-py's `stream=` would add; set here so that the size check counts it.
-            headers["Nats-Expected-Stream"] = self.stream
-        if too_large(client, payload, headers):
-            return rejected(request, "PAYLOAD_TOO_LARGE", TOO_LARGE_MESSAGE)
+        # What nats-py's `stream=` would add; set here so that the size check counts it.
+        expected = (
+            {"Nats-Expected-Stream": self.stream} if self.stream is not None else None
+        )
+        prepared = outgoing(
+            self._connection,
+            f"JetStreamSink {self.name!r}",
+            request,
+            self.name,
+            expected,
+        )
+        if isinstance(prepared, dict):
+            return prepared
+        client, payload, headers = prepared
         if self._js is None or self._js[0] is not client:
             self._js = (client, client.jetstream())
         try:

@@ -14,12 +14,10 @@ from ..contracts import OutputRequest
 from ..nodes import DeliveryContext
 from ._bus import (
     NOT_SENT,
-    TOO_LARGE_MESSAGE,
     Connection,
     check_subject,
-    delivery_headers,
+    outgoing,
     subject_for,
-    too_large,
 )
 from ._receipts import (
     DEFAULT_TIMEOUT,
@@ -27,7 +25,6 @@ from ._receipts import (
     accepted,
     check_name,
     check_timeout,
-    rejected,
     timed_out,
     unavailable,
     unknown,
@@ -121,13 +118,12 @@ class NatsSink:
     async def deliver(
         self, request: OutputRequest, context: DeliveryContext
     ) -> dict[str, Any]:
-        client = self._connection.get(f"NatsSink {self.name!r}")
-        if not client.is_connected:
-            return unavailable(request)
-        payload = request.to_json()
-        headers = delivery_headers(request, self.name)
-        if too_large(client, payload, headers):
-            return rejected(request, "PAYLOAD_TOO_LARGE", TOO_LARGE_MESSAGE)
+        prepared = outgoing(
+            self._connection, f"NatsSink {self.name!r}", request, self.name
+        )
+        if isinstance(prepared, dict):
+            return prepared
+        client, payload, headers = prepared
         if self._echo is None or self._echo.client is not client:
             self._echo = _Echo(client)
         echo = self._echo
