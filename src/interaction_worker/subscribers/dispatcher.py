@@ -1,12 +1,20 @@
 """The bounded dispatcher: what the nats-py binding's subscription callbacks hand messages to.
 
-A callback only counts the message and starts a task, so the client's own pending buffer stays near
+A callback only counts the message and queues it, so the client's own pending buffer stays near
 empty and `max_pending` is what fills first (wire.md section 6). Past it, the message is refused with
 OVERLOADED right in the callback. `concurrency` bounds executions; the rest wait, still counted.
+
+Messages are run by worker tasks that take them from the queue one after another, not by a task per
+message: creating, scheduling and finishing a task costs more CPU than a no-op tool call's whole
+handling. A worker runs its message to the end in its own task, so everything that keys on the current
+task (deadlines, anyio cancel scopes, `asyncio.timeout`) sees one task per message. When a worker
+suspends with messages still queued, another worker is summoned for them, so a slow call never holds
+up the calls behind it: workers are added only as calls actually wait.
 """
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 from ..errors import InteractionWorkerError, Overloaded, ShuttingDown
@@ -16,6 +24,8 @@ from .subjects import Kind
 
 Publisher = Callable[[list[Publish]], Awaitable[None]]
 _LOGGER = logging.getLogger("interaction_worker")
+# Workers parked beyond this many end instead: a burst of slow calls leaves no crowd of idle tasks.
+_MAX_PARKED = 256
 
 
 class Dispatcher:
@@ -30,32 +40,46 @@ class Dispatcher:
     ) -> None:
         self.handler = handler
         self.publish = publish
+        self.concurrency = concurrency
         self.max_pending = max_pending
         self.logger = logger
-        self._slots = (
-            asyncio.Semaphore(concurrency) if concurrency is not None else None
-        )
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._waiting: set[asyncio.Task[None]] = set()
         self.closing = False
-        self.in_flight = 0
         self.refused = 0
+        self._queue: deque[tuple[Kind, Incoming]] = deque()
+        self._held = 0  # queued or executing
+        self._workers: set[asyncio.Task[None]] = set()
+        self._busy: set[asyncio.Task[None]] = set()
+        self._parked: deque[asyncio.Future[None]] = deque()
+        # Workers that will look at the queue before they park: summoned, or between two messages.
+        self._ready = 0
+        self._check_scheduled = False
 
     @property
     def pending(self) -> int:
-        return len(self._tasks)
+        """Messages held: queued or executing."""
+        return self._held
+
+    @property
+    def in_flight(self) -> int:
+        """Messages executing."""
+        return len(self._busy)
+
+    @property
+    def workers(self) -> int:
+        return len(self._workers)
 
     async def submit(self, kind: Kind, msg: Incoming) -> None:
-        """Take one message: start its task, or refuse it at once (OVERLOADED, SHUTTING_DOWN)."""
+        """Take one message: queue it for a worker, or refuse it at once (OVERLOADED, SHUTTING_DOWN)."""
         if self.closing:
             await self._refuse(kind, msg, ShuttingDown())
             return
-        if len(self._tasks) >= self.max_pending:
+        if self._held >= self.max_pending:
             await self._refuse(kind, msg, Overloaded())
             return
-        task = asyncio.create_task(self._run(kind, msg))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._held += 1
+        self._queue.append((kind, msg))
+        if self._ready == 0:
+            self._summon(1)
 
     async def _refuse(
         self, kind: Kind, msg: Incoming, error: InteractionWorkerError
@@ -64,44 +88,84 @@ class Dispatcher:
         target, _ = self.handler.reply_target(msg)
         await self.publish(self.handler.refuse(kind, msg, error, target=target))
 
-    async def _run(self, kind: Kind, msg: Incoming) -> None:
-        slots = self._slots
-        if slots is not None:
-            task = asyncio.current_task()
-            assert task is not None
-            self._waiting.add(task)
-            try:
-                await slots.acquire()
-            except asyncio.CancelledError:
-                if not self.closing:
-                    raise
-                task.uncancel()
-                await self._refuse(kind, msg, ShuttingDown())
-                return
-            finally:
-                self._waiting.discard(task)
-            if self.closing:
-                slots.release()
-                await self._refuse(kind, msg, ShuttingDown())
-                return
-        self.in_flight += 1
+    def _summon(self, wanted: int) -> None:
+        """Make up to `wanted` more workers ready: parked ones first, then new ones up to the limit."""
+        limit = self.concurrency
+        for _ in range(wanted):
+            if self._parked:
+                self._parked.popleft().set_result(None)
+            elif limit is None or len(self._workers) < limit:
+                task = asyncio.get_running_loop().create_task(self._work())
+                self._workers.add(task)
+            else:
+                return  # every worker is busy: the first to finish takes the next message
+            self._ready += 1
+
+    def _check(self) -> None:
+        """Run once the worker that scheduled it has suspended or emptied the queue: messages still
+        queued with no worker ready are behind a call that waits, so they get workers of their own."""
+        self._check_scheduled = False
+        if self._queue and self._ready == 0 and not self.closing:
+            self._summon(len(self._queue))
+
+    async def _work(self) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        queue, busy = self._queue, self._busy
+        handle, publish = self.handler.handle, self.publish
+        ready = True
         try:
-            publishes = await self.handler.handle(kind, msg)
-            await self.publish(publishes)
-        except Exception:
-            self.logger.exception("publishing the outcome of %s failed", msg.subject)
+            while True:
+                while queue and not self.closing:
+                    kind, msg = queue.popleft()
+                    self._ready -= 1
+                    ready = False
+                    if queue and not self._check_scheduled:
+                        self._check_scheduled = True
+                        loop.call_soon(self._check)
+                    busy.add(task)
+                    try:
+                        await publish(await handle(kind, msg))
+                    except Exception:
+                        self.logger.exception(
+                            "publishing the outcome of %s failed", msg.subject
+                        )
+                    finally:
+                        busy.discard(task)
+                        self._held -= 1
+                    self._ready += 1
+                    ready = True
+                if self.closing or len(self._parked) >= _MAX_PARKED:
+                    return
+                parked = loop.create_future()
+                self._parked.append(parked)
+                self._ready -= 1
+                ready = False
+                await parked  # `_summon` counts this worker ready again
+                ready = True
         finally:
-            self.in_flight -= 1
-            if slots is not None:
-                slots.release()
+            if ready:
+                self._ready -= 1
+            self._workers.discard(task)
+            if self._queue and self._ready == 0 and not self.closing:
+                self._summon(1)
 
     async def shutdown(self, grace: float) -> None:
         """Refuse what has not started, let running calls finish within `grace`, then cancel them
         (their outcome is published as `cancelled` / receipt `unknown` with WORKER_SHUTDOWN)."""
         self.closing = True
-        for task in list(self._waiting):
-            task.cancel()
-        running = set(self._tasks)
+        while self._parked:
+            self._parked.popleft().set_result(None)
+            self._ready += 1
+        while self._queue:
+            kind, msg = self._queue.popleft()
+            self._held -= 1
+            try:
+                await self._refuse(kind, msg, ShuttingDown())
+            except Exception:
+                self.logger.exception("refusing %s at shutdown failed", msg.subject)
+        running = set(self._busy)
         if running:
             _, late = await asyncio.wait(running, timeout=grace)
             if late:

@@ -1,0 +1,247 @@
+"""The dispatcher's scheduling, without a bus: workers take queued messages one after another, a call
+that waits never holds up the calls behind it, each call runs start to finish in one task, and nothing
+one call does to its task (a timeout, a stray cancellation) reaches the next call on the same worker.
+
+What crosses the bus (replies, events, OVERLOADED, shutdown) is proven against a real nats-server in
+tests/bus; here the publisher records what would be sent.
+"""
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from interaction_worker import InteractionWorker, Sandbox, ToolContext
+from interaction_worker.subscribers import Dispatcher, Incoming
+from interaction_worker.subscribers.envelope import Publish
+
+SCHEMA = {"type": "object"}
+
+
+class Probe:
+    """Records the task each call ran in, before and after its waits; waits as told by its arguments."""
+
+    name = "probe"
+    input_schema = SCHEMA
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, tuple[asyncio.Task[Any] | None, ...]] = {}
+        self.gate = asyncio.Event()
+        self.running = 0
+        self.peak = 0
+
+    def validate(self, arguments: dict[str, Any]) -> None:
+        return None
+
+    async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        first = asyncio.current_task()
+        try:
+            if arguments.get("gate"):
+                await self.gate.wait()
+            if "sleep" in arguments:
+                await asyncio.sleep(arguments["sleep"])
+            if arguments.get("cancel_self"):
+                assert first is not None
+                first.cancel()
+                await asyncio.sleep(0)
+        finally:
+            self.running -= 1
+        self.tasks[context.call_id] = (first, asyncio.current_task())
+        return {"status": "success", "content": context.call_id}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sent: list[Publish] = []
+        self.arrived = asyncio.Event()
+
+    async def __call__(self, publishes: list[Publish]) -> None:
+        self.sent.extend(publishes)
+        self.arrived.set()
+
+    async def until(self, done: Callable[[], bool]) -> None:
+        """Wait (10 s at most) until `done()` holds after something was published."""
+        async with asyncio.timeout(10):
+            while not done():
+                self.arrived.clear()
+                await self.arrived.wait()
+
+    def replies(self) -> dict[str, dict[str, Any]]:
+        """The reply bodies, by the call id their reply subject names."""
+        return {
+            subject.removeprefix("_INBOX.r."): json.loads(body)
+            for subject, body, _ in self.sent
+            if subject.startswith("_INBOX.r.")
+        }
+
+
+def request(call_id: str, **arguments: Any) -> Incoming:
+    body = {"call": {"id": call_id, "name": "probe", "arguments": arguments}}
+    return Incoming(
+        "interaction.tool.call", json.dumps(body).encode(), None, f"_INBOX.r.{call_id}"
+    )
+
+
+def dispatcher(
+    probe: Probe,
+    recorder: Recorder,
+    *,
+    concurrency: int | None = None,
+    max_pending: int = 1000,
+    tool_timeout: float | None = 60.0,
+) -> Dispatcher:
+    worker = InteractionWorker(tools=[probe], sandbox=Sandbox(tools=["probe"]))
+    handler = worker.message_handler(tool_timeout=tool_timeout)
+    return Dispatcher(
+        handler, recorder, concurrency=concurrency, max_pending=max_pending
+    )
+
+
+async def test_calls_that_never_wait_run_one_after_another_on_one_worker() -> None:
+    probe, recorder = Probe(), Recorder()
+    d = dispatcher(probe, recorder)
+    ids = [f"quick-{i}" for i in range(200)]
+
+    for call_id in ids:
+        await d.submit("tool", request(call_id))
+    await recorder.until(lambda: d.pending == 0)
+
+    replies = recorder.replies()
+    assert sorted(replies) == sorted(ids)
+    assert all(reply["status"] == "success" for reply in replies.values())
+    assert len({first for first, _ in probe.tasks.values()}) == 1
+    assert d.workers == 1  # parked, ready for the next burst
+
+
+async def test_a_waiting_call_does_not_hold_up_the_calls_behind_it() -> None:
+    probe, recorder = Probe(), Recorder()
+    d = dispatcher(probe, recorder)
+
+    await d.submit("tool", request("held", gate=True))
+    for i in range(5):
+        await d.submit("tool", request(f"behind-{i}"))
+    await recorder.until(lambda: len(recorder.replies()) == 5)
+
+    assert sorted(recorder.replies()) == [f"behind-{i}" for i in range(5)]
+    assert d.pending == 1 and d.in_flight == 1
+    probe.gate.set()
+    await recorder.until(lambda: d.pending == 0)
+    assert recorder.replies()["held"]["status"] == "success"
+
+
+async def test_each_call_runs_start_to_finish_in_one_task_of_its_own_while_it_waits() -> (
+    None
+):
+    probe, recorder = Probe(), Recorder()
+    d = dispatcher(probe, recorder)
+    ids = [f"wait-{i}" for i in range(20)]
+
+    for call_id in ids:
+        await d.submit("tool", request(call_id, sleep=0.02))
+    await recorder.until(lambda: d.pending == 0)
+
+    assert sorted(recorder.replies()) == sorted(ids)
+    assert all(first is after for first, after in probe.tasks.values())
+    # All twenty waited at once, each in its own task.
+    assert probe.peak == 20
+    assert len({first for first, _ in probe.tasks.values()}) == 20
+
+
+async def test_concurrency_bounds_the_calls_running_and_the_workers() -> None:
+    probe, recorder = Probe(), Recorder()
+    d = dispatcher(probe, recorder, concurrency=3)
+    ids = [f"bounded-{i}" for i in range(12)]
+
+    for call_id in ids:
+        await d.submit("tool", request(call_id, sleep=0.01))
+    await asyncio.sleep(0.005)
+    assert d.in_flight == 3 and d.pending == 12 and d.workers == 3
+    await recorder.until(lambda: d.pending == 0)
+
+    assert sorted(recorder.replies()) == sorted(ids)
+    assert probe.peak == 3
+
+
+async def test_past_max_pending_a_call_is_refused_with_overloaded_at_once() -> None:
+    probe, recorder = Probe(), Recorder()
+    d = dispatcher(probe, recorder, max_pending=2)
+
+    for call_id in ("a", "b", "c"):
+        await d.submit("tool", request(call_id, gate=True))
+
+    assert recorder.replies() == {
+        "c": {
+            "error": {
+                "code": "OVERLOADED",
+                "message": "The worker's pending limit is reached",
+            }
+        }
+    }
+    assert d.refused == 1 and d.pending == 2
+    probe.gate.set()
+    await recorder.until(lambda: d.pending == 0)
+    assert sorted(recorder.replies()) == ["a", "b", "c"]
+
+
+async def test_a_timed_out_call_leaves_nothing_behind_for_the_next_call_on_its_worker() -> (
+    None
+):
+    probe, recorder = Probe(), Recorder()
+    d = dispatcher(probe, recorder, concurrency=1, tool_timeout=0.1)
+
+    await d.submit("tool", request("too-slow", sleep=5))
+    await d.submit("tool", request("next", sleep=0.03))
+    await d.submit("tool", request("last"))
+    await recorder.until(lambda: d.pending == 0)
+
+    replies = recorder.replies()
+    assert replies["too-slow"]["status"] == "timeout"
+    assert replies["too-slow"]["error"]["code"] == "TOOL_TIMEOUT"
+    # The same (only) worker ran the next calls, and their waits were not cancelled.
+    assert replies["next"]["status"] == "success"
+    assert replies["last"]["status"] == "success"
+    assert d.workers == 1
+
+
+async def test_calls_queued_behind_a_worker_that_dies_are_still_run() -> None:
+    probe, recorder = Probe(), Recorder()
+    d = dispatcher(probe, recorder, concurrency=1)
+
+    await d.submit("tool", request("dies", cancel_self=True))
+    for i in range(3):
+        await d.submit("tool", request(f"after-{i}"))
+    await recorder.until(lambda: d.pending == 0)
+
+    # A cancellation that is neither a deadline nor shutdown ends the call unanswered, as a cancelled
+    # task would; the calls behind it get a new worker.
+    assert sorted(recorder.replies()) == ["after-0", "after-1", "after-2"]
+    assert d.pending == 0 and d.in_flight == 0
+
+
+async def test_shutdown_finishes_running_calls_refuses_queued_ones_and_ends_every_worker() -> (
+    None
+):
+    probe, recorder = Probe(), Recorder()
+    d = dispatcher(probe, recorder, concurrency=2)
+    for i in range(2):
+        await d.submit("tool", request(f"running-{i}", sleep=0.05))
+    for i in range(3):
+        await d.submit("tool", request(f"queued-{i}", sleep=0.05))
+    await asyncio.sleep(0.01)
+
+    await d.shutdown(grace=5)
+    await d.submit("tool", request("too-late"))
+
+    replies = recorder.replies()
+    assert {k: v.get("status") for k, v in replies.items() if "running" in k} == {
+        "running-0": "success",
+        "running-1": "success",
+    }
+    refused = {k: v["error"]["code"] for k, v in replies.items() if "error" in v}
+    assert refused == dict.fromkeys(
+        ["queued-0", "queued-1", "queued-2", "too-late"], "SHUTTING_DOWN"
+    )
+    await asyncio.sleep(0.01)
+    assert d.workers == 0 and d.pending == 0
