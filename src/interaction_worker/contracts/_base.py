@@ -1,6 +1,6 @@
 """The base of every wire model: camelCase on the wire, snake_case in Python, absent fields omitted."""
 
-from typing import Any, ClassVar, Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -21,10 +21,6 @@ class WireModel(BaseModel):
         extra="ignore",
     )
 
-    # Per class, for `trusted` (filled on first use): every field in declared order with its
-    # default, the fields whose default is a factory's, and whether extra keys are kept.
-    _trusted_plan: ClassVar[tuple[dict[str, Any], tuple[str, ...], bool] | None] = None
-
     @classmethod
     def trusted(cls, **values: Any) -> Self:
         """Build from values a validator has already checked, as `model_construct` does, without its
@@ -32,15 +28,7 @@ class WireModel(BaseModel):
 
         The fields given are the fields set: only they are serialised (absent stays absent).
         """
-        plan = cls.__dict__.get("_trusted_plan")
-        if plan is None:
-            fields = cls.model_fields
-            plan = (
-                {name: field.default for name, field in fields.items()},
-                tuple(n for n, f in fields.items() if f.default_factory is not None),
-                cls.model_config.get("extra") == "allow",
-            )
-            cls._trusted_plan = plan
+        plan = _PLANS.get(cls) or _plan(cls)
         template, factories, allows_extra = plan
         # Serialisation follows the order of the model's __dict__: updating a copy of the template
         # keeps the declared order whatever the order of `values`.
@@ -92,3 +80,19 @@ class WireModel(BaseModel):
 
 
 _set = object.__setattr__
+# Per class, for `trusted` (filled on first use): every field in declared order with its default, the
+# fields whose default is a factory's, and whether extra keys are kept. A module dict, not a class
+# attribute: reading `cls.__dict__` builds a mapping proxy on every call.
+_Plan = tuple[dict[str, Any], tuple[str, ...], bool]
+_PLANS: dict[type[WireModel], _Plan] = {}
+
+
+def _plan(cls: type[WireModel]) -> _Plan:
+    fields = cls.model_fields
+    plan = (
+        {name: field.default for name, field in fields.items()},
+        tuple(n for n, f in fields.items() if f.default_factory is not None),
+        cls.model_config.get("extra") == "allow",
+    )
+    _PLANS[cls] = plan
+    return plan

@@ -3,10 +3,12 @@
 import math
 from typing import Any
 
-from ._text import has_lone_surrogate, js_trim
+from ._text import JS_WHITESPACE, has_lone_surrogate
 
 MAX_ID_LENGTH = 256
 MAX_JSON_DEPTH = 100
+_SCALARS = (bool, int)
+_CONTAINERS = (dict, list)
 
 
 class ContractError(ValueError):
@@ -22,9 +24,11 @@ class ContractError(ValueError):
 
 
 def nonempty(value: object, name: str) -> str:
-    if not isinstance(value, str) or not js_trim(value):
-        raise ContractError(f"{name} must be a nonempty string")
-    return value
+    if isinstance(value, str) and value.strip(
+        JS_WHITESPACE
+    ):  # js_trim, inlined: hot path
+        return value
+    raise ContractError(f"{name} must be a nonempty string")
 
 
 def identifier(value: object, name: str) -> str:
@@ -54,17 +58,18 @@ def json_value(value: object, name: str) -> None:
 
 
 def _check(value: object, name: str, ancestors: set[int], depth: int) -> None:
-    if value is None or isinstance(value, bool | int):
+    # Tuples, not `bool | int`: a union is built on every evaluation, and this runs per JSON value.
+    if value is None or isinstance(value, _SCALARS):
         return
     if isinstance(value, str):
-        if has_lone_surrogate(value):
+        if not value.isascii() and has_lone_surrogate(value):
             raise ContractError(f"{name} must be JSON-serializable")
         return
     if isinstance(value, float):
         if math.isfinite(value):
             return
         raise ContractError(f"{name} must be JSON-serializable")
-    if isinstance(value, dict | list):
+    if isinstance(value, _CONTAINERS):
         marker = id(value)
         if marker in ancestors:
             raise ContractError(f"{name} must not contain a cycle")

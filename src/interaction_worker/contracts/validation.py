@@ -25,11 +25,12 @@ _CODE_CHARS = frozenset(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 )
 _ABSENT: Any = object()
+_CONTAINERS = (dict, list)  # a tuple: `dict | list` builds a union per call
 
 
 def interaction_error(value: object) -> InteractionError:
     """Validate an InteractionError and project it to `code`, `message` and `retryable`."""
-    if not isinstance(value, dict | list):
+    if not isinstance(value, _CONTAINERS):
         raise ContractError("Interaction error is required")
     fields: dict[str, Any] = value if isinstance(value, dict) else {}
     code = nonempty(fields.get("code"), "error.code")
@@ -50,7 +51,7 @@ def external_result(
     value: object, fallback: InteractionError | None = None
 ) -> ExternalResult:
     """Validate an ExternalResult; with a `fallback`, an invalid or missing error is replaced by it."""
-    if not isinstance(value, dict | list):
+    if not isinstance(value, _CONTAINERS):
         raise ContractError("External result is required")
     fields: dict[str, Any] = value if isinstance(value, dict) else {}
     call_id = identifier(fields.get("callId"), "callId")
@@ -104,7 +105,7 @@ def references(value: object) -> list[Reference]:
         raise ContractError("references must be an array")
     result: list[Reference] = []
     for item in value:
-        if not isinstance(item, dict | list):
+        if not isinstance(item, _CONTAINERS):
             raise ContractError("Invalid reference")
         fields: dict[str, Any] = item if isinstance(item, dict) else {}
         nonempty(fields.get("uri"), "reference.uri")

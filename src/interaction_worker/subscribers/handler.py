@@ -26,7 +26,7 @@ from ..contracts import (
     parse_json_object,
 )
 from ..contracts import validation as check
-from ..contracts.keys import NO_KEY, headers_size, subject_key
+from ..contracts.keys import NO_KEY, headers_size, is_safe_header_value, subject_key
 from ..errors import (
     InteractionWorkerError,
     Internal,
@@ -83,9 +83,11 @@ class Nodes(Protocol):
     ) -> OutputReceipt: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Incoming:
-    """A received message, whatever the binding: the subject it came on, its body, headers and reply."""
+    """A received message, whatever the binding: the subject it came on, its body, headers and reply.
+
+    Not frozen: a frozen dataclass's constructor costs three times as much, once per message."""
 
     subject: str
     data: bytes
@@ -409,27 +411,30 @@ class MessageHandler:
                 }
             )
             return self._result_publishes(family, result, key, target, trace, operation)
-        code = result.error.code if result.error is not None else None
+        error = result.error
+        call_id = result.call_id
         prefix = self.subjects.prefix
-        publishes: list[Publish] = []
+        # One header set for both events; only Nats-Msg-Id differs.
+        headers = {"Content-Type": "application/json", "Interaction-Key": key}
+        if is_safe_header_value(call_id):
+            headers["Interaction-Call-Id"] = call_id
+        headers["Interaction-Status"] = result.status
+        if error is not None:
+            headers["Interaction-Error-Code"] = error.code
+        result_subject = f"{prefix}.{family}.result"
+        observation_subject = f"{prefix}.{family}.observation"
+        result_headers = {**headers, "Nats-Msg-Id": f"{result_subject}:{key}"}
+        observation_headers = {**headers, "Nats-Msg-Id": f"{observation_subject}:{key}"}
+        if trace:
+            result_headers.update(trace)
+            observation_headers.update(trace)
+        events: list[Publish] = [
+            (f"{result_subject}.{key}", result_json, result_headers),
+            (f"{observation_subject}.{key}", observation_json, observation_headers),
+        ]
         if target:
-            publishes.append((target, reply_json, JSON_HEADERS))
-        for event, payload in (
-            ("result", result_json),
-            ("observation", observation_json),
-        ):
-            name = f"{family}.{event}"
-            headers = event_headers(
-                key=key,
-                id_header="Interaction-Call-Id",
-                identifier=result.call_id,
-                status=result.status,
-                error_code=code,
-                msg_id=f"{prefix}.{name}:{key}",
-                trace=trace,
-            )
-            publishes.append((f"{prefix}.{name}.{key}", payload, headers))
-        return publishes
+            events.insert(0, (target, reply_json, JSON_HEADERS))
+        return events
 
     def _receipt_publishes(
         self,
