@@ -77,7 +77,9 @@ async def serve(args: argparse.Namespace) -> dict[str, Any]:
             stats["slow_consumers"] += 1
 
     if args.kind == "raw":
-        nc = await nats.connect(args.url, error_cb=error_cb)
+        nc = await nats.connect(
+            args.url, error_cb=error_cb, skip_subject_validation=True
+        )
 
         async def on_request(msg: Any) -> None:
             request = Request.model_validate_json(msg.data)
@@ -123,7 +125,9 @@ async def serve(args: argparse.Namespace) -> dict[str, Any]:
         concurrency=args.concurrency,
     )
     if args.kind == "worker":
-        nc = await nats.connect(args.url, error_cb=error_cb)
+        nc = await nats.connect(
+            args.url, error_cb=error_cb, skip_subject_validation=True
+        )
         binding = worker.nats_binding(
             nc, prefix="interaction", max_pending=args.max_pending
         )

@@ -82,6 +82,10 @@ async def connect(url: str, options: ServeOptions, stats: ConnectionStats) -> Cl
             max_reconnect_attempts=-1,
             reconnect_time_wait=1,
             connect_timeout=2,
+            # Every subject this connection publishes on is checked before: configured prefixes and
+            # sink subjects at start-up, keys by construction, Interaction-Reply-To per message, and
+            # reply subjects come from the server. nats-py's own check (a regex per publish) is skipped.
+            skip_subject_validation=True,
             **options.connect_options,
         )
 

@@ -6,6 +6,7 @@ once per message, so the rare checks are gated on cheap byte scans of the body.
 """
 
 import json
+import json.scanner
 import math
 import re
 from typing import Any
@@ -56,6 +57,9 @@ _DECODER = json.JSONDecoder(
     parse_constant=_refuse_constant,
     object_pairs_hook=_no_duplicates,
 )
+# typeshed types make_scanner as taking itself; it takes the decoder whose hooks it calls.
+_SCAN = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
+_WHITESPACE = " \t\n\r"
 
 
 def parse_json_object(body: bytes) -> dict[str, Any]:
@@ -75,13 +79,15 @@ def parse_json(body: bytes) -> Any:
     deep = body.count(b"[") + body.count(b"{") > MAX_DEPTH
     if deep:
         _check_depth(text)
+    start = _skip_whitespace(text, 0) if text[:1] in _WHITESPACE else 0
     try:
-        value, end = _DECODER.raw_decode(text, _skip_whitespace(text, 0))
+        # The scanner itself, as raw_decode calls it: one Python frame less per body.
+        value, end = _SCAN(text, start)
     except JsonRefused:
         raise
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError, StopIteration):
         raise JsonRefused("the body is not valid JSON") from None
-    if _skip_whitespace(text, end) != len(text):
+    if end != len(text) and _skip_whitespace(text, end) != len(text):
         raise JsonRefused("the body is not valid JSON")
     if _SURROGATE_ESCAPE.search(body) and _has_lone_surrogate(value):
         raise JsonRefused("JSON strings must not contain lone surrogates")
@@ -90,7 +96,7 @@ def parse_json(body: bytes) -> Any:
 
 def _skip_whitespace(text: str, index: int) -> int:
     # RFC 8259 whitespace only; str.strip() would also accept form feeds and Unicode spaces.
-    while index < len(text) and text[index] in " \t\n\r":
+    while index < len(text) and text[index] in _WHITESPACE:
         index += 1
     return index
 

@@ -70,18 +70,25 @@ class Dispatcher:
 
     async def submit(self, kind: Kind, msg: Incoming) -> None:
         """Take one message: queue it for a worker, or refuse it at once (OVERLOADED, SHUTTING_DOWN)."""
+        refusal = self.offer(kind, msg)
+        if refusal is not None:
+            await self.refuse(kind, msg, refusal)
+
+    def offer(self, kind: Kind, msg: Incoming) -> InteractionWorkerError | None:
+        """Queue one message for a worker, or say why it is refused; `refuse` answers it then.
+
+        Synchronous, so a subscription callback pays no coroutine for the common case."""
         if self.closing:
-            await self._refuse(kind, msg, ShuttingDown())
-            return
+            return ShuttingDown()
         if self._held >= self.max_pending:
-            await self._refuse(kind, msg, Overloaded())
-            return
+            return Overloaded()
         self._held += 1
         self._queue.append((kind, msg))
         if self._ready == 0:
             self._summon(1)
+        return None
 
-    async def _refuse(
+    async def refuse(
         self, kind: Kind, msg: Incoming, error: InteractionWorkerError
     ) -> None:
         self.refused += 1
@@ -162,7 +169,7 @@ class Dispatcher:
             kind, msg = self._queue.popleft()
             self._held -= 1
             try:
-                await self._refuse(kind, msg, ShuttingDown())
+                await self.refuse(kind, msg, ShuttingDown())
             except Exception:
                 self.logger.exception("refusing %s at shutdown failed", msg.subject)
         running = set(self._busy)

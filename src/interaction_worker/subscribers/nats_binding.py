@@ -68,10 +68,14 @@ class NatsBinding:
         await self.client.flush()
 
     def _callback(self, kind: Kind) -> Any:
-        submit = self.dispatcher.submit
+        dispatcher = self.dispatcher
+        offer = dispatcher.offer
 
         async def on_message(msg: Msg) -> None:
-            await submit(kind, Incoming(msg.subject, msg.data, msg.headers, msg.reply))
+            incoming = Incoming(msg.subject, msg.data, msg.headers, msg.reply)
+            refusal = offer(kind, incoming)
+            if refusal is not None:
+                await dispatcher.refuse(kind, incoming, refusal)
 
         return on_message
 
