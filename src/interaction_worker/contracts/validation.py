@@ -56,6 +56,17 @@ def external_result(
     fields: dict[str, Any] = value if isinstance(value, dict) else {}
     call_id = identifier(fields.get("callId"), "callId")
     source = nonempty(fields.get("source"), "source")
+    return external_result_of(fields, call_id, source, fallback)
+
+
+def external_result_of(
+    fields: dict[str, Any],
+    call_id: str,
+    source: str,
+    fallback: InteractionError | None = None,
+) -> ExternalResult:
+    """`external_result` after its `callId` and `source` checks: for a registry that sets both from a
+    call it has validated, without copying the tool's outcome to add them."""
     status = fields.get("status")
     if not isinstance(status, str) or status not in RESULT_STATUSES:
         raise ContractError("Invalid external result status")

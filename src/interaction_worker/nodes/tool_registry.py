@@ -163,19 +163,19 @@ class ToolRegistry:
 
 
 def tool_result(outcome: object, call_id: str, source: str) -> ExternalResult:
-    """Validate what a tool returned, with callId and source set by the registry."""
+    """Validate what a tool returned, with callId and source set by the registry (valid: they are the
+    call's id and name)."""
     if type(outcome) is dict:
-        outcome = {**outcome, "callId": call_id, "source": source}
+        fields = outcome
     elif isinstance(outcome, BaseModel):
-        outcome = outcome.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        outcome = {**outcome, "callId": call_id, "source": source}
+        fields = outcome.model_dump(mode="json", by_alias=True, exclude_unset=True)
     elif isinstance(outcome, Mapping):
-        outcome = {**outcome, "callId": call_id, "source": source}
+        fields = dict(outcome)
     else:
         # The reference spreads whatever came back into `{...outcome, callId, source}`: a value that is
         # not an object adds no status, so the result fails as "Invalid external result status".
-        outcome = {"callId": call_id, "source": source}
+        fields = {}
     try:
-        return check.external_result(outcome)
+        return check.external_result_of(fields, call_id, source)
     except ContractError as error:
         raise InvalidResult(error.message) from None
