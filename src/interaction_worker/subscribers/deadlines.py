@@ -20,7 +20,10 @@ class Deadlines:
     def watch(self, task: asyncio.Task[object], deadline: float) -> None:
         """Cancel `task` once the loop's clock passes `deadline`, unless `unwatch`ed before."""
         bucket = math.ceil(deadline / self.resolution)
-        self._buckets.setdefault(bucket, set()).add(task)
+        tasks = self._buckets.get(bucket)
+        if tasks is None:  # not setdefault: it would build a set on every call
+            tasks = self._buckets[bucket] = set()
+        tasks.add(task)
         self._bucket_of[task] = bucket
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.get_running_loop().create_task(self._sweep())

@@ -183,7 +183,10 @@ class MessageHandler:
         )
 
     async def handle(self, kind: Kind, msg: Incoming) -> list[Publish]:
-        target, reply_error = self.reply_target(msg)
+        if msg.headers:
+            target, reply_error = self.reply_target(msg)
+        else:
+            target, reply_error = msg.reply or None, None
         key, identifier, keyed_by_call = NO_KEY, None, True
         try:
             try:
@@ -197,6 +200,10 @@ class MessageHandler:
                 key = subject_key(identifier)
             if reply_error is not None:
                 raise reply_error
+            if kind == "tool":  # the common case, without one more coroutine
+                result = await self._call_tool(body, identifier)
+                trace = trace_headers(msg.headers) if msg.headers else {}
+                return self._result_publishes("tool", result, key, target, trace, None)
             return await self._run(kind, body, key, identifier, target, msg)
         except InteractionWorkerError as error:
             return self.refuse(
@@ -269,9 +276,6 @@ class MessageHandler:
         msg: Incoming,
     ) -> list[Publish]:
         trace = trace_headers(msg.headers)
-        if kind == "tool":
-            result = await self._call_tool(body, identifier)
-            return self._result_publishes("tool", result, key, target, trace, None)
         if kind == "mcp":
             output = await self._cancellable(self.worker.call_mcp(body), body, "mcp")
             if isinstance(output, ExternalResult):
@@ -396,7 +400,7 @@ class MessageHandler:
         largest = max(len(reply_json), len(observation_json))
         # Event headers are bounded (the raw id is at most 256 code points); 2 KiB covers them, besides
         # the trace headers copied from the request, which are as long as the client made them.
-        if largest + 2048 + headers_size(trace) > self._room():
+        if largest + 2048 + (headers_size(trace) if trace else 0) > self._room():
             result = check.external_result(
                 {
                     "callId": result.call_id,
