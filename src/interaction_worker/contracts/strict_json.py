@@ -76,7 +76,7 @@ def parse_json(body: bytes) -> Any:
     except UnicodeDecodeError:
         raise JsonRefused("the body must be UTF-8") from None
     # Fewer brackets than the limit cannot nest deeper than it: the exact walk is only for the rare rest.
-    deep = body.count(b"[") + body.count(b"{") > MAX_DEPTH
+    deep = len(body) > MAX_DEPTH and body.count(b"[") + body.count(b"{") > MAX_DEPTH
     if deep:
         _check_depth(text)
     start = _skip_whitespace(text, 0) if text[:1] in _WHITESPACE else 0
@@ -89,7 +89,7 @@ def parse_json(body: bytes) -> Any:
         raise JsonRefused("the body is not valid JSON") from None
     if end != len(text) and _skip_whitespace(text, end) != len(text):
         raise JsonRefused("the body is not valid JSON")
-    if _SURROGATE_ESCAPE.search(body) and _has_lone_surrogate(value):
+    if b"\\u" in body and _SURROGATE_ESCAPE.search(body) and _has_lone_surrogate(value):
         raise JsonRefused("JSON strings must not contain lone surrogates")
     return value
 
