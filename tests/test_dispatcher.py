@@ -245,3 +245,24 @@ async def test_shutdown_finishes_running_calls_refuses_queued_ones_and_ends_ever
     )
     await asyncio.sleep(0.01)
     assert d.workers == 0 and d.pending == 0
+
+
+async def test_a_parked_worker_cancelled_from_outside_is_replaced() -> None:
+    probe, recorder = Probe(), Recorder()
+    d = dispatcher(probe, recorder)
+    await d.submit("tool", request("first"))
+    await recorder.until(lambda: d.pending == 0)
+    parked = [
+        task
+        for task in asyncio.all_tasks()
+        if task.get_coro().__qualname__ == "Dispatcher._work"  # type: ignore[union-attr]
+    ]
+    assert len(parked) == 1 and d.workers == 1
+
+    parked[0].cancel()
+    await asyncio.wait(parked)
+    await d.submit("tool", request("second"))
+    await recorder.until(lambda: d.pending == 0)
+
+    assert sorted(recorder.replies()) == ["first", "second"]
+    assert d.workers == 1

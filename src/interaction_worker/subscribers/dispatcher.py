@@ -99,14 +99,22 @@ class Dispatcher:
         """Make up to `wanted` more workers ready: parked ones first, then new ones up to the limit."""
         limit = self.concurrency
         for _ in range(wanted):
-            if self._parked:
-                self._parked.popleft().set_result(None)
-            elif limit is None or len(self._workers) < limit:
+            if not self._unpark():
+                if limit is not None and len(self._workers) >= limit:
+                    return  # every worker is busy: the first to finish takes the next message
                 task = asyncio.get_running_loop().create_task(self._work())
                 self._workers.add(task)
-            else:
-                return  # every worker is busy: the first to finish takes the next message
             self._ready += 1
+
+    def _unpark(self) -> bool:
+        """Wake one parked worker; false when none is left (a parked worker cancelled by someone
+        else leaves a cancelled future behind, skipped here)."""
+        while self._parked:
+            parked = self._parked.popleft()
+            if not parked.done():
+                parked.set_result(None)
+                return True
+        return False
 
     def _check(self) -> None:
         """Run once the worker that scheduled it has suspended or emptied the queue: messages still
@@ -162,8 +170,7 @@ class Dispatcher:
         """Refuse what has not started, let running calls finish within `grace`, then cancel them
         (their outcome is published as `cancelled` / receipt `unknown` with WORKER_SHUTDOWN)."""
         self.closing = True
-        while self._parked:
-            self._parked.popleft().set_result(None)
+        while self._unpark():
             self._ready += 1
         while self._queue:
             kind, msg = self._queue.popleft()
