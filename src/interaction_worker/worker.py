@@ -111,6 +111,21 @@ class InteractionWorker:
             call, self.sandbox, context=context, trusted_json=trusted_json
         )
 
+    async def call_tool_document(
+        self,
+        request: object,
+        *,
+        context: ToolContext | None = None,
+        trusted_json: bool = False,
+    ) -> dict[str, Any]:
+        """`call_tool`, with the result as the wire document its model would serialise to: what the
+        bus publishes, without building the model."""
+        body = _body(request)
+        call: Any = body.get("call") if isinstance(body, dict) else None
+        return await self.tools.call_document(
+            call, self.sandbox, context=context, trusted_json=trusted_json
+        )
+
     async def call_mcp(self, request: object) -> McpDiscoverOutput | McpInvokeOutput:
         """INTERACTION.ACT.MCP: discover | invoke."""
         if self.mcp is None:

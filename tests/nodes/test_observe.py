@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic_core import to_json
 
 from interaction_worker import (
     ExternalResult,
@@ -17,7 +18,11 @@ from interaction_worker import (
 from interaction_worker.contracts import is_safe_message, js_trim
 from interaction_worker.contracts import validation as check
 from interaction_worker.errors import InvalidInput
-from interaction_worker.nodes import observe_request
+from interaction_worker.nodes import (
+    observation_document,
+    observe_request,
+    wire_observation,
+)
 
 NO_MATCH = {"code": "NO_MATCH", "message": "No match"}
 
@@ -607,4 +612,25 @@ def test_observing_is_pure(raw: dict[str, Any]) -> None:
     observe_external_result(result)
     observe_request({"result": raw})
     assert result.to_wire() == result_before
+    assert raw == raw_before
+
+
+@settings(deadline=None, max_examples=200)
+@given(raw=wire_results())
+def test_the_wire_document_path_publishes_the_same_bytes_as_the_models(
+    raw: dict[str, Any],
+) -> None:
+    """The bus serialises a result's wire document and its observation without building models:
+    the bytes must be those of the models, key order included."""
+    raw_before = copy.deepcopy(raw)
+    fields = {k: v for k, v in raw.items() if k not in ("callId", "source")}
+    document = check.external_result_document(fields, raw["callId"], raw["source"])
+    model = check.external_result(raw)
+
+    assert to_json(document) == model.to_json()
+    observation = wire_observation(document)
+    assert observation == expected_observation(raw)
+    assert list(observation) == list(expected_observation(raw))
+    assert to_json(observation) == observe_request({"result": raw}).to_json()
+    assert observation_document(model) == observation
     assert raw == raw_before

@@ -6,6 +6,7 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+from pydantic_core import to_json
 
 from interaction_worker import (
     ExternalResult,
@@ -672,6 +673,12 @@ async def test_call_result(outcome: Any, expected: dict[str, Any]) -> None:
     result = await ToolRegistry([Lookup(outcome=outcome)]).call(call_of(), GRANT_ALL)
     assert isinstance(result, ExternalResult)
     assert result.to_wire() == expected
+    # What the bus publishes: the same result as a wire document, serialised to the same bytes.
+    document = await ToolRegistry([Lookup(outcome=outcome)]).call_document(
+        call_of(), GRANT_ALL
+    )
+    assert document == expected
+    assert to_json(document) == result.to_json()
 
 
 @pytest.mark.parametrize(
@@ -802,6 +809,11 @@ async def test_invalid_results_are_invalid_result(outcome: Any, message: str) ->
     assert caught.value.code == "INVALID_RESULT"
     assert caught.value.status == 502
     assert [kind for kind, _ in tool.events] == ["validate", "execute"]
+    with pytest.raises(InvalidResult) as as_document:
+        await ToolRegistry([Lookup(outcome=outcome)]).call_document(
+            call_of(), GRANT_ALL
+        )
+    assert as_document.value.message == message
 
 
 @pytest.mark.parametrize(

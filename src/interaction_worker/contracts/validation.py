@@ -67,6 +67,39 @@ def external_result_of(
 ) -> ExternalResult:
     """`external_result` after its `callId` and `source` checks: for a registry that sets both from a
     call it has validated, without copying the tool's outcome to add them."""
+    return ExternalResult.trusted(**_result_fields(fields, call_id, source, fallback))
+
+
+def external_result_document(
+    fields: dict[str, Any], call_id: str, source: str
+) -> dict[str, Any]:
+    """`external_result_of`, as the wire document its model would serialise to (camelCase, absent
+    fields omitted, declared order): for the bus, which publishes it without building the model."""
+    built = _result_fields(fields, call_id, source, None)
+    document: dict[str, Any] = {
+        "callId": call_id,
+        "source": source,
+        "status": built["status"],
+    }
+    if "content" in built:
+        document["content"] = built["content"]
+    if "structured_content" in built:
+        document["structuredContent"] = built["structured_content"]
+    if "references" in built:
+        document["references"] = [r.to_wire() for r in built["references"]]
+    if "error" in built:
+        document["error"] = built["error"].to_wire()
+    if "metadata" in built:
+        document["metadata"] = built["metadata"]
+    return document
+
+
+def _result_fields(
+    fields: dict[str, Any],
+    call_id: str,
+    source: str,
+    fallback: InteractionError | None,
+) -> dict[str, Any]:
     status = fields.get("status")
     if not isinstance(status, str) or status not in RESULT_STATUSES:
         raise ContractError("Invalid external result status")
@@ -106,7 +139,7 @@ def external_result_of(
         built["error"] = error
     if "metadata" in fields:
         built["metadata"] = fields["metadata"]
-    return ExternalResult.trusted(**built)
+    return built
 
 
 def references(value: object) -> list[Reference]:

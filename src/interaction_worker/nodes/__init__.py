@@ -7,6 +7,7 @@ from .observe import (
     observe_external_result,
     observe_request,
     observe_validated_result,
+    wire_observation,
 )
 from .output import OutputSink, deliver_output, output_receipt, output_request
 from .sandbox import CommandExecutor, CommandResult, PermissionKind, Sandbox
@@ -35,4 +36,5 @@ __all__ = [
     "output_receipt",
     "output_request",
     "tool_definition",
+    "wire_observation",
 ]

@@ -38,20 +38,26 @@ def _observe(result: ExternalResult) -> Observation:
 
 def observation_document(result: ExternalResult) -> dict[str, Any]:
     """The observation of a validated result as wire data (camelCase, absent fields omitted, keys in
-    the reference's order), which the bus serialises without building the model."""
-    present = result.model_fields_set
-    error = result.error
+    the reference's order)."""
+    return wire_observation(result.to_wire())
+
+
+def wire_observation(result: dict[str, Any]) -> dict[str, Any]:
+    """`observation_document` of a validated result given as its wire document, which the bus
+    serialises without building either model."""
+    status = result["status"]
+    source = result["source"]
+    error = result.get("error")
     parts: list[Any] = []
-    if result.status != "success" and error is not None:
+    if status != "success" and error is not None:
         parts.append(
-            {"type": "text", "text": f"{result.status}: {error.code}: {error.message}"}
+            {"type": "text", "text": f"{status}: {error['code']}: {error['message']}"}
         )
-    if "content" in present:
-        parts.extend(_content_parts(result.content))
-    if "structured_content" in present:
-        parts.append({"type": "json", "data": result.structured_content})
-    references = [r.to_wire() for r in result.references] if result.references else []
-    for reference in references:
+    if "content" in result:
+        parts.extend(_content_parts(result["content"]))
+    if "structuredContent" in result:
+        parts.append({"type": "json", "data": result["structuredContent"]})
+    for reference in result.get("references") or ():
         parts.append({"type": "reference", "reference": reference})
     content: Any = parts
     # The reference collapses one text part to its text; a part without a string `text` stays a
@@ -63,19 +69,19 @@ def observation_document(result: ExternalResult) -> dict[str, Any]:
     ):
         content = parts[0]["text"]
     document: dict[str, Any] = {
-        "callId": result.call_id,
-        "source": result.source,
-        "status": result.status,
-        "message": {"role": "tool", "name": result.source, "content": content},
+        "callId": result["callId"],
+        "source": source,
+        "status": status,
+        "message": {"role": "tool", "name": source, "content": content},
     }
-    if "structured_content" in present:
-        document["structuredContent"] = result.structured_content
-    if "references" in present:
-        document["references"] = references
+    if "structuredContent" in result:
+        document["structuredContent"] = result["structuredContent"]
+    if "references" in result:
+        document["references"] = result["references"]
     if error is not None:
-        document["error"] = error.to_wire()
-    if "metadata" in present:
-        document["metadata"] = result.metadata
+        document["error"] = error
+    if "metadata" in result:
+        document["metadata"] = result["metadata"]
     return document
 
 

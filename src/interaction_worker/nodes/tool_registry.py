@@ -2,7 +2,7 @@
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -24,6 +24,8 @@ from ..errors import (
 )
 from .context import ToolContext
 from .sandbox import Sandbox
+
+T = TypeVar("T")
 
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -125,6 +127,33 @@ class ToolRegistry:
 
         `trusted_json` skips the JSON-ness walk of the arguments, for bodies the strict parser produced.
         """
+        outcome, call_id, name = await self._execute(
+            call, sandbox, context=context, trusted_json=trusted_json
+        )
+        return tool_result(outcome, call_id, name)
+
+    async def call_document(
+        self,
+        call: Mapping[str, Any] | ToolCall,
+        sandbox: Sandbox,
+        *,
+        context: ToolContext | None = None,
+        trusted_json: bool = False,
+    ) -> dict[str, Any]:
+        """`call`, with the result as the wire document its model would serialise to (for the bus)."""
+        outcome, call_id, name = await self._execute(
+            call, sandbox, context=context, trusted_json=trusted_json
+        )
+        return _validated(check.external_result_document, outcome, call_id, name)
+
+    async def _execute(
+        self,
+        call: Mapping[str, Any] | ToolCall,
+        sandbox: Sandbox,
+        *,
+        context: ToolContext | None,
+        trusted_json: bool,
+    ) -> tuple[object, str, str]:
         if type(call) is dict:
             raw: object = call
         elif isinstance(call, ToolCall):
@@ -159,12 +188,21 @@ class ToolRegistry:
         outcome = await tool.execute(
             arguments, context or ToolContext(call_id, sandbox)
         )
-        return tool_result(outcome, call_id, name)
+        return outcome, call_id, name
 
 
 def tool_result(outcome: object, call_id: str, source: str) -> ExternalResult:
     """Validate what a tool returned, with callId and source set by the registry (valid: they are the
     call's id and name)."""
+    return _validated(check.external_result_of, outcome, call_id, source)
+
+
+def _validated(
+    validate: Callable[[dict[str, Any], str, str], T],
+    outcome: object,
+    call_id: str,
+    source: str,
+) -> T:
     if type(outcome) is dict:
         fields = outcome
     elif isinstance(outcome, BaseModel):
@@ -176,6 +214,6 @@ def tool_result(outcome: object, call_id: str, source: str) -> ExternalResult:
         # not an object adds no status, so the result fails as "Invalid external result status".
         fields = {}
     try:
-        return check.external_result_of(fields, call_id, source)
+        return validate(fields, call_id, source)
     except ContractError as error:
         raise InvalidResult(error.message) from None

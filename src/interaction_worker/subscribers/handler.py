@@ -34,7 +34,7 @@ from ..errors import (
     InvalidJson,
     ResultTooLarge,
 )
-from ..nodes import DeliveryContext, Sandbox, ToolContext, observation_document
+from ..nodes import DeliveryContext, Sandbox, ToolContext, wire_observation
 from .deadlines import Deadlines
 from .envelope import (
     JSON_HEADERS,
@@ -71,6 +71,14 @@ class Nodes(Protocol):
         context: ToolContext | None = None,
         trusted_json: bool = False,
     ) -> ExternalResult: ...
+
+    async def call_tool_document(
+        self,
+        request: object,
+        *,
+        context: ToolContext | None = None,
+        trusted_json: bool = False,
+    ) -> dict[str, Any]: ...
 
     async def call_mcp(
         self, request: object
@@ -280,11 +288,11 @@ class MessageHandler:
             output = await self._cancellable(self.worker.call_mcp(body), body, "mcp")
             if isinstance(output, ExternalResult):
                 return self._result_publishes(
-                    "mcp", output, key, target, trace, "invoke"
+                    "mcp", output.to_wire(), key, target, trace, "invoke"
                 )
             if isinstance(output, McpInvokeOutput):
                 return self._result_publishes(
-                    "mcp", output.result, key, target, trace, "invoke"
+                    "mcp", output.result.to_wire(), key, target, trace, "invoke"
                 )
             payload = output.to_json()
             if len(payload) + headers_size(JSON_HEADERS) > self._room():
@@ -303,7 +311,8 @@ class MessageHandler:
 
     async def _call_tool(
         self, body: dict[str, Any], identifier: str | None
-    ) -> ExternalResult:
+    ) -> dict[str, Any]:
+        """The tool's result as its wire document (see `InteractionWorker.call_tool_document`)."""
         timeout = self.tool_timeout
         context = None
         deadline = None
@@ -311,16 +320,17 @@ class MessageHandler:
             deadline = asyncio.get_running_loop().time() + timeout
         if identifier is not None:
             context = ToolContext(identifier, self.worker.sandbox, deadline=deadline)
-        call = self.worker.call_tool(body, context=context, trusted_json=True)
+        call = self.worker.call_tool_document(body, context=context, trusted_json=True)
         task = asyncio.current_task()
         if deadline is None or task is None:
-            return await self._cancellable(call, body, "tool")
+            result = await self._cancellable(call, body, "tool")
+            return result.to_wire() if isinstance(result, ExternalResult) else result
         self.deadlines.watch(task, deadline)
         try:
             result = await call
         except asyncio.CancelledError:
             if not self.deadlines.unwatch(task):
-                return self._shutdown_result(body, "tool")
+                return self._shutdown_result(body, "tool").to_wire()
             task.uncancel()
             return _failure(
                 body["call"]["id"],
@@ -328,7 +338,7 @@ class MessageHandler:
                 "timeout",
                 "TOOL_TIMEOUT",
                 "Tool call timed out",
-            )
+            ).to_wire()
         if self.deadlines.unwatch(task):
             task.uncancel()  # the tool swallowed the cancellation and finished: keep its result
         return result
@@ -384,14 +394,15 @@ class MessageHandler:
     def _result_publishes(
         self,
         family: str,
-        result: ExternalResult,
+        result: dict[str, Any],
         key: str,
         target: str | None,
         trace: dict[str, str],
         operation: str | None,
     ) -> list[Publish]:
-        result_json = result.to_json()
-        observation_json = to_json(observation_document(result))
+        """`result` is a validated result's wire document: serialised as it is, and observed."""
+        result_json = to_json(result)
+        observation_json = to_json(wire_observation(result))
         reply_json = (
             b'{"operation":"invoke","result":' + result_json + b"}"
             if operation == "invoke"
@@ -401,10 +412,10 @@ class MessageHandler:
         # Event headers are bounded (the raw id is at most 256 code points); 2 KiB covers them, besides
         # the trace headers copied from the request, which are as long as the client made them.
         if largest + 2048 + (headers_size(trace) if trace else 0) > self._room():
-            result = check.external_result(
+            too_large = check.external_result(
                 {
-                    "callId": result.call_id,
-                    "source": result.source,
+                    "callId": result["callId"],
+                    "source": result["source"],
                     "status": "failed",
                     "error": {
                         "code": "RESULT_TOO_LARGE",
@@ -414,17 +425,19 @@ class MessageHandler:
                     "metadata": {"size": largest, "limit": self.max_payload},
                 }
             )
-            return self._result_publishes(family, result, key, target, trace, operation)
-        error = result.error
-        call_id = result.call_id
+            return self._result_publishes(
+                family, too_large.to_wire(), key, target, trace, operation
+            )
+        error = result.get("error")
+        call_id = result["callId"]
         prefix = self.subjects.prefix
         # One header set for both events; only Nats-Msg-Id differs.
         headers = {"Content-Type": "application/json", "Interaction-Key": key}
         if is_safe_header_value(call_id):
             headers["Interaction-Call-Id"] = call_id
-        headers["Interaction-Status"] = result.status
+        headers["Interaction-Status"] = result["status"]
         if error is not None:
-            headers["Interaction-Error-Code"] = error.code
+            headers["Interaction-Error-Code"] = error["code"]
         result_subject = f"{prefix}.{family}.result"
         observation_subject = f"{prefix}.{family}.observation"
         result_headers = {**headers, "Nats-Msg-Id": f"{result_subject}:{key}"}
