@@ -412,8 +412,11 @@ async def run(reps: int, quick: bool) -> list[Figures]:
 def _median(runs: list[Figures]) -> Figures:
     if len(runs) == 1:
         return runs[0]
+    # Each figure is its own median: one run's tail latency is the noisiest figure of all.
     chosen = sorted(runs, key=lambda f: f.rate)[len(runs) // 2]
     chosen.cpu_us = statistics.median(f.cpu_us for f in runs)
+    chosen.p50_ms = statistics.median(f.p50_ms for f in runs)
+    chosen.p99_ms = statistics.median(f.p99_ms for f in runs)
     return chosen
 
 
