@@ -1,11 +1,14 @@
 """NatsSink on a real nats-server: accepted once the server has read the message, and every failure."""
 
 import asyncio
+import contextlib
 import os
 import signal
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -57,11 +60,28 @@ async def _connected(url: str, **options: Any) -> AsyncIterator[Client]:
         await client.close()
 
 
+def _wait_stopped(pid: int) -> None:
+    """Until every thread of `pid` is stopped: a thread running on another core when SIGSTOP is
+    sent may still answer a PING that arrives right after."""
+    deadline = time.monotonic() + 5
+    while True:
+        states = set()
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                # The state follows the command name in parentheses, which may hold spaces.
+                states.add((task / "stat").read_text().rpartition(")")[2].split()[0])
+        if states <= {"T", "t"}:
+            return
+        assert time.monotonic() < deadline, f"nats-server not stopped: {states}"
+        time.sleep(0.001)
+
+
 @contextmanager
 def _paused(server: NatsServer) -> Iterator[None]:
     """The server process stopped (SIGSTOP): connections stay open, nothing is answered."""
     os.kill(server.pid, signal.SIGSTOP)
     try:
+        _wait_stopped(server.pid)
         yield
     finally:
         os.kill(server.pid, signal.SIGCONT)
