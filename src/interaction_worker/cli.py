@@ -21,13 +21,15 @@ from typing import Any, NoReturn
 import yaml
 
 from . import _cli_client as client
+from . import service
 from .app import build_worker, serve_options
 from .asyncapi import ASYNCAPI_FILE, asyncapi_text
 from .config import Settings, load_settings
 from .embedded import EmbeddedServerError
 from .errors import ConfigurationError, RegistrationError
+from .event_loop import LOOP_NAMES, LoopUnavailable
 from .schema import write_schemas
-from .service import ServeError, serve
+from .service import ServeError
 from .subscribers import subject_key
 from .worker import InteractionWorker
 
@@ -106,6 +108,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--port", type=int, help="the embedded server's port (0: any free one)"
+    )
+    run.add_argument(
+        "--loop",
+        choices=LOOP_NAMES,
+        default="auto",
+        help="the event loop (auto: uvloop when installed, else asyncio)",
     )
     common(run, client_side=False)
     run.set_defaults(handler=_run)
@@ -193,7 +201,10 @@ def _run(args: argparse.Namespace) -> int:
     def ready(url: str) -> None:
         print(f"ready {url}", flush=True)
 
-    asyncio.run(serve(worker, options, ready=ready))
+    try:
+        service.run(worker, options, loop=args.loop, ready=ready)
+    except LoopUnavailable as error:
+        raise UsageError(f"--loop {args.loop}: {error}") from None
     return EXIT_OK
 
 

@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import nats
 from nats.aio.client import Client
 from nats.errors import SlowConsumerError
 
+from . import event_loop
 from .embedded import EmbeddedNatsServer
 from .errors import McpClientError
 from .tools import check_command_limits
@@ -154,6 +156,32 @@ async def serve(
         await binding.stop(options.shutdown_grace)
         stats.closing = True
     return stats
+
+
+def run(
+    worker: InteractionWorker,
+    options: ServeOptions,
+    *,
+    loop: event_loop.LoopName = "auto",
+    ready: Callable[[str], None] = lambda url: None,
+) -> ConnectionStats:
+    """`serve` as a whole process's work, as `interaction-worker run` does: on `loop` (see
+    `event_loop.run`), until SIGTERM or SIGINT.
+
+    Once serving, what start-up allocated (modules, schemas, configuration, connections) is moved out
+    of the garbage collector's generations with `gc.freeze()`: it lives as long as the process, and
+    otherwise every full collection would walk it again. With calls in flight the collector runs
+    often (each call's tasks, frames and futures count as allocations until they end).
+
+    Raises:
+        event_loop.LoopUnavailable: `loop` is `uvloop` and it is not installed.
+    """
+
+    def serving(url: str) -> None:
+        gc.freeze()
+        ready(url)
+
+    return event_loop.run(serve(worker, options, ready=serving), loop)
 
 
 def _without_credentials(url: str) -> str:

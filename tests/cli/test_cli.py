@@ -565,6 +565,114 @@ def test_schema_writes_the_schema_files(tmp_path: Path) -> None:
         assert isinstance(json.loads(path.read_text()), dict)
 
 
+# --- run's event loop -----------------------------------------------------------------------
+
+LOOP_PROBE_APP = """
+import asyncio
+import gc
+
+from interaction_worker import InteractionWorker, Sandbox
+
+
+class LoopProbe:
+    name = "loop_probe"
+    description = "The serving event loop's module and how many objects the collector keeps frozen"
+    input_schema = {"type": "object"}
+    effects = ()
+    requires_approval = False
+    idempotent = True
+
+    def validate(self, arguments):
+        return None
+
+    async def execute(self, arguments, context):
+        loop = type(asyncio.get_running_loop()).__module__
+        return {
+            "status": "success",
+            "structuredContent": {"loop": loop, "frozen": gc.get_freeze_count()},
+        }
+
+
+worker = InteractionWorker(tools=[LoopProbe()], sandbox=Sandbox(tools=["loop_probe"]))
+"""
+
+
+def test_run_serves_on_uvloop_unless_told_and_freezes_its_start_up(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "loop_probe_app.py").write_text(LOOP_PROBE_APP, encoding="utf-8")
+    app = "loop_probe_app:worker"
+    default = start_run(tmp_path, app, data_dir=tmp_path / "default")
+    try:
+        plain = start_run(
+            tmp_path, app, "--loop", "asyncio", data_dir=tmp_path / "plain"
+        )
+        try:
+            on_default, on_plain = cli_all(
+                [
+                    default.client("call", "loop_probe"),
+                    plain.client("call", "loop_probe"),
+                ],
+                cwd=tmp_path,
+            )
+        finally:
+            assert plain.stop() == 0
+    finally:
+        assert default.stop() == 0
+    for done in (on_default, on_plain):
+        assert done.code == 0, done.err
+    seen_default = on_default.lines[0]["structuredContent"]
+    seen_plain = on_plain.lines[0]["structuredContent"]
+    assert seen_default["loop"] == "uvloop"
+    assert seen_plain["loop"].startswith("asyncio.")
+    # What start-up allocated (the imports alone are tens of thousands of objects) is frozen.
+    assert seen_default["frozen"] > 10_000
+    assert seen_plain["frozen"] > 10_000
+
+
+def test_run_refuses_an_unknown_loop(tmp_path: Path) -> None:
+    done = cli("run", "--loop", "trio", "--data-dir", str(tmp_path), cwd=tmp_path)
+    assert done.code == 2
+    assert "--loop" in done.err and "trio" in done.err
+    assert not list(tmp_path.iterdir())  # refused before anything started
+
+
+def test_mcp_over_stdio_under_run_on_uvloop(tmp_path: Path) -> None:
+    """The MCP SDK's stdio client (anyio subprocesses and streams) on the loop `run` serves on."""
+    server = REPO / "tests" / "mcp" / "mcp_probe_server.py"
+    config = {
+        "mcp": {
+            "servers": {
+                "probe": {
+                    "transport": "stdio",
+                    "command": sys.executable,
+                    "args": [str(server)],
+                }
+            }
+        },
+        "sandbox": {"mcp": ["probe"]},
+    }
+    (tmp_path / "worker.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    run = start_run(tmp_path, data_dir=tmp_path / "data")
+    try:
+        discovered, invoked = cli_all(
+            [
+                run.client("mcp", "discover", "--server", "probe"),
+                run.client("mcp", "invoke", "probe", "echo", "text=over uvloop"),
+            ],
+            cwd=tmp_path,
+        )
+    finally:
+        assert run.stop() == 0
+    assert discovered.code == 0, discovered.err
+    assert invoked.code == 0, invoked.err
+    names = {tool["name"] for tool in discovered.lines[0]["capabilities"]}
+    assert {"echo", "measure", "slow"} <= names
+    result = invoked.lines[0]["result"]
+    assert result["status"] == "success"
+    assert result["content"] == [{"type": "text", "text": "over uvloop"}]
+
+
 # --- connection precedence -----------------------------------------------------------------
 
 
