@@ -149,6 +149,43 @@ async def test_each_call_runs_start_to_finish_in_one_task_of_its_own_while_it_wa
     assert len({first for first, _ in probe.tasks.values()}) == 20
 
 
+class FullConnection(Recorder):
+    """A connection whose outgoing buffer is full until `drained` is set: publishing waits, as
+    nats-py's does past its pending size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drained = asyncio.Event()
+        self.waiting = 0
+
+    async def __call__(self, publishes: list[Publish]) -> None:
+        if not self.drained.is_set():
+            self.waiting += 1
+            await self.drained.wait()
+        await super().__call__(publishes)
+
+
+async def test_a_worker_waiting_on_the_connection_summons_no_other() -> None:
+    probe, connection = Probe(), FullConnection()
+    d = dispatcher(probe, connection)
+
+    for i in range(50):
+        await d.submit("tool", request(f"queued-{i}"))
+    await asyncio.sleep(0.05)
+    # One call ran and waits to be published. The others wait in the queue, not run by 49 more
+    # workers that would pile their outcomes behind the first.
+    assert connection.waiting == 1 and len(probe.tasks) == 1
+    assert d.workers == 1 and d.pending == 50
+    await d.submit("tool", request("late"))
+    await asyncio.sleep(0.01)
+    assert d.workers == 1 and len(probe.tasks) == 1
+
+    connection.drained.set()
+    await connection.until(lambda: d.pending == 0)
+    assert len(connection.replies()) == 51
+    assert d.workers == 1
+
+
 async def test_concurrency_bounds_the_calls_running_and_the_workers() -> None:
     probe, recorder = Probe(), Recorder()
     d = dispatcher(probe, recorder, concurrency=3)

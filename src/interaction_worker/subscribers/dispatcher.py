@@ -10,6 +10,11 @@ handling. A worker runs its message to the end in its own task, so everything th
 task (deadlines, anyio cancel scopes, `asyncio.timeout`) sees one task per message. When a worker
 suspends with messages still queued, another worker is summoned for them, so a slow call never holds
 up the calls behind it: workers are added only as calls actually wait.
+
+Waiting to publish is not such a wait. nats-py's `publish` waits only when the connection's outgoing
+buffer is full; other workers would then run more calls only to queue more output behind it (in a
+flood of calls, each blocked worker holding one more outcome). The queue waits for the publishing
+worker instead: backpressure reaches the queue, and past `max_pending`, OVERLOADED.
 """
 
 import asyncio
@@ -53,6 +58,8 @@ class Dispatcher:
         # Workers that will look at the queue before they park: summoned, or between two messages.
         self._ready = 0
         self._check_scheduled = False
+        # Workers publishing an outcome: nonzero between two callbacks only while a publish waits.
+        self._publishing = 0
 
     @property
     def pending(self) -> int:
@@ -84,7 +91,7 @@ class Dispatcher:
             return Overloaded()
         self._held += 1
         self._queue.append((kind, msg))
-        if self._ready == 0:
+        if self._ready == 0 and not self._publishing:
             self._summon(1)
         return None
 
@@ -120,6 +127,10 @@ class Dispatcher:
         """Run once the worker that scheduled it has suspended or emptied the queue: messages still
         queued with no worker ready are behind a call that waits, so they get workers of their own."""
         self._check_scheduled = False
+        # A worker suspended in `publish` waits for the connection to take its output: more workers
+        # would only pile more output behind it. It goes on with the queue once its output is taken.
+        if self._publishing:
+            return
         if self._queue and self._ready == 0 and not self.closing:
             self._summon(len(self._queue))
 
@@ -141,7 +152,12 @@ class Dispatcher:
                         loop.call_soon(self._check)
                     busy.add(task)
                     try:
-                        await publish(await handle(kind, msg))
+                        publishes = await handle(kind, msg)
+                        self._publishing += 1
+                        try:
+                            await publish(publishes)
+                        finally:
+                            self._publishing -= 1
                     except Exception:
                         self.logger.exception(
                             "publishing the outcome of %s failed", msg.subject
