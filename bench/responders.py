@@ -3,7 +3,8 @@
 KIND is one of:
   raw         nats-py + pydantic: parse the `{"call": …}` request, reply with a result of the same size
   faststream  the same written the obvious FastStream way (default settings, default logging)
-  worker      interaction-worker's standalone nats-py binding with a no-op (or sleeping) tool
+  worker      interaction-worker with a no-op (or sleeping) tool, served as `interaction-worker run`
+              serves it: its nats-py binding, on uvloop (see src/interaction_worker/event_loop.py)
   router      interaction-worker's FastStream router binding, mounted in a plain NatsBroker
 
 Each prints `ready` once subscribed and, on SIGTERM, one JSON line of its own counters.
@@ -117,38 +118,51 @@ async def serve(args: argparse.Namespace) -> dict[str, Any]:
         await broker.stop()
         return stats
 
-    from interaction_worker import InteractionWorker, Sandbox
-
-    worker = InteractionWorker(
-        tools=[Noop(args.sleep)],
-        sandbox=Sandbox(tools=["noop"]),
-        concurrency=args.concurrency,
-    )
-    if args.kind == "worker":
-        nc = await nats.connect(
-            args.url, error_cb=error_cb, skip_subject_validation=True
-        )
-        binding = worker.nats_binding(
-            nc, prefix="interaction", max_pending=args.max_pending
-        )
-        await binding.start()
-        print("ready", flush=True)
-        await stop.wait()
-        await binding.stop(5.0)
-        stats["refused"] = binding.dispatcher.refused
-        await nc.drain()
-        return stats
-
     from faststream.nats import NatsBroker
 
     broker = NatsBroker(args.url, logger=None)
-    broker.include_router(worker.router(prefix="interaction"))
+    broker.include_router(noop_worker(args).router(prefix="interaction"))
     await broker.start()
     await broker.connection.flush()
     print("ready", flush=True)
     await stop.wait()
     await broker.stop()
     return stats
+
+
+def noop_worker(args: argparse.Namespace) -> Any:
+    from interaction_worker import InteractionWorker, Sandbox
+
+    return InteractionWorker(
+        tools=[Noop(args.sleep)],
+        sandbox=Sandbox(tools=["noop"]),
+        concurrency=args.concurrency,
+    )
+
+
+def serve_worker(args: argparse.Namespace) -> dict[str, Any]:
+    """The worker as `interaction-worker run` serves it: the same function, so the same event loop,
+    connection options and start-up."""
+    from interaction_worker.service import ServeOptions, run
+
+    options = ServeOptions(
+        url=args.url, max_pending=args.max_pending, shutdown_grace=5.0
+    )
+    stats = run(
+        noop_worker(args),
+        options,
+        loop=args.loop or "auto",
+        ready=lambda url: print("ready", flush=True),
+    )
+    return {"slow_consumers": stats.slow_consumers}
+
+
+def serve_baseline(args: argparse.Namespace) -> dict[str, Any]:
+    if args.loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(serve(args))
+    return asyncio.run(serve(args))
 
 
 def main() -> None:
@@ -158,8 +172,13 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument("--max-pending", type=int, default=1000)
+    parser.add_argument(
+        "--loop",
+        choices=["auto", "asyncio", "uvloop"],
+        help="the event loop; by default asyncio's for the baselines, `run`'s (auto) for the worker",
+    )
     args = parser.parse_args()
-    stats = asyncio.run(serve(args))
+    stats = serve_worker(args) if args.kind == "worker" else serve_baseline(args)
     # The FastStream responder logs to stdout by default: the stats line is found by its prefix.
     print("stats " + json.dumps(stats), flush=True)
     sys.exit(0)

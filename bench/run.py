@@ -32,6 +32,20 @@ from nats.aio.msg import Msg
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TICK = os.sysconf("SC_CLK_TCK")
+RAW_UVLOOP = "raw nats-py + pydantic, on uvloop"
+FIRE_AND_FORGET = "fire-and-forget"
+IO_BOUND = "I/O-bound tool (5 ms), 256 in flight"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One responder in one scenario: a row of the table."""
+
+    kind: str
+    label: str
+    window: int
+    extra: tuple[str, ...] = ()
+    mode: str | None = None  # else request/reply with `window` in flight
 
 
 # ----------------------------------------------------------------------------- processes
@@ -322,69 +336,69 @@ async def run(reps: int, quick: bool) -> list[Figures]:
                 "worker": "interaction-worker (nats-py binding)",
                 "router": "interaction-worker (FastStream router)",
             }
-            for kind in ("raw", "faststream", "worker", "router"):
-                for window, n in ((1, n_seq), (64, n_rr), (256, n_rr)):
-                    best: list[Figures] = []
-                    for _ in range(reps):
-                        responder = Responder.start(kind, url)
-                        try:
-                            best.append(
-                                await request_reply(
-                                    labels[kind],
-                                    responder,
-                                    url,
-                                    subjects[kind],
-                                    n,
-                                    window,
-                                )
-                            )
-                        finally:
-                            responder.stop()
-                    rows.append(_median(best))
-            for kind, events in (
-                ("raw", "bench.out.>"),
-                ("worker", "interaction.tool.observation.>"),
-            ):
-                runs = []
-                for _ in range(reps):
-                    extra = ("--max-pending", str(n_ff + 1)) if kind == "worker" else ()
-                    responder = Responder.start(kind, url, *extra)
+            # Every repetition measures every cell once, in turn, so a slow phase of a shared host
+            # weighs on all responders alike instead of on whichever ran its repetitions then.
+            cells: list[Cell] = [
+                *(
+                    Cell(kind, labels[kind], window)
+                    for kind in labels
+                    for window in (1, 64, 256)
+                ),
+                # For reference: the raw responder on uvloop, the loop the worker serves on.
+                *(
+                    Cell("raw", RAW_UVLOOP, window, ("--loop", "uvloop"))
+                    for window in (64, 256)
+                ),
+                Cell("raw", labels["raw"], 0, mode=FIRE_AND_FORGET),
+                Cell(
+                    "worker",
+                    labels["worker"],
+                    0,
+                    ("--max-pending", str(n_ff + 1)),
+                    mode=FIRE_AND_FORGET,
+                ),
+                # I/O-bound tool: 5 ms sleep, 256 in flight, concurrency 256.
+                Cell(
+                    "worker",
+                    labels["worker"],
+                    256,
+                    ("--sleep", "0.005", "--concurrency", "256"),
+                    mode=IO_BOUND,
+                ),
+            ]
+            events = {
+                "raw": "bench.out.>",
+                "worker": "interaction.tool.observation.>",
+            }
+            runs: dict[Cell, list[Figures]] = {cell: [] for cell in cells}
+            for _ in range(reps):
+                for cell in cells:
+                    responder = Responder.start(cell.kind, url, *cell.extra)
                     try:
-                        runs.append(
-                            await fire_and_forget(
-                                labels[kind],
+                        if cell.mode == FIRE_AND_FORGET:
+                            figures = await fire_and_forget(
+                                cell.label,
                                 responder,
                                 url,
-                                subjects[kind],
-                                events,
+                                subjects[cell.kind],
+                                events[cell.kind],
                                 n_ff,
                             )
-                        )
+                        else:
+                            figures = await request_reply(
+                                cell.label,
+                                responder,
+                                url,
+                                subjects[cell.kind],
+                                n_seq if cell.window == 1 else n_rr,
+                                cell.window,
+                            )
                     finally:
                         responder.stop()
-                rows.append(_median(runs))
-            # I/O-bound tool: 5 ms sleep, 256 in flight, concurrency 256.
-            io_runs = []
-            for _ in range(reps):
-                responder = Responder.start(
-                    "worker", url, "--sleep", "0.005", "--concurrency", "256"
-                )
-                try:
-                    io_runs.append(
-                        await request_reply(
-                            labels["worker"],
-                            responder,
-                            url,
-                            subjects["worker"],
-                            n_rr,
-                            256,
-                        )
-                    )
-                finally:
-                    responder.stop()
-            figures = _median(io_runs)
-            figures.mode = "I/O-bound tool (5 ms), 256 in flight"
-            rows.append(figures)
+                    if cell.mode is not None:
+                        figures.mode = cell.mode
+                    runs[cell].append(figures)
+            rows += [_median(runs[cell]) for cell in cells]
             # Memory: a backlog published faster than it drains, default max_pending.
             responder = Responder.start("worker", url)
             try:
@@ -426,7 +440,14 @@ def _median(runs: list[Figures]) -> Figures:
 def ratios(rows: list[Figures]) -> list[str]:
     def find(label: str, mode: str) -> Figures | None:
         return next(
-            (r for r in rows if r.label.startswith(label) and r.mode == mode), None
+            (
+                r
+                for r in rows
+                if r.label.startswith(label)
+                and r.label != RAW_UVLOOP
+                and r.mode == mode
+            ),
+            None,
         )
 
     lines = []
@@ -442,7 +463,7 @@ def ratios(rows: list[Figures]) -> list[str]:
         find("raw", "fire-and-forget"),
         find("interaction-worker (nats-py", "fire-and-forget"),
     )
-    io = find("interaction-worker (nats-py", "I/O-bound tool (5 ms), 256 in flight")
+    io = find("interaction-worker (nats-py", IO_BOUND)
     mem = find("interaction-worker (nats-py", "backlog, default max_pending")
 
     def check(name: str, value: float, target: str, ok: bool) -> None:
@@ -499,6 +520,19 @@ def ratios(rows: list[Figures]) -> list[str]:
             "≥ 0.8",
             io.rate / ideal >= 0.8,
         )
+    uv256, uv64 = (
+        next((r for r in rows if r.label == RAW_UVLOOP and r.mode == mode), None)
+        for mode in ("req/reply, 256 in flight", "req/reply, 64 in flight")
+    )
+    # Not targets: the same two ratios against the raw responder on the worker's own loop.
+    if uv256 and w256:
+        lines.append(
+            f"| worker / raw on uvloop, 256 in flight (req/s) | {w256.rate / uv256.rate:.2f} | (for reference) | |"
+        )
+    if uv64 and w64:
+        lines.append(
+            f"| worker p99 / raw-on-uvloop p99, 64 in flight | {w64.p99_ms / uv64.p99_ms:.2f} | (for reference) | |"
+        )
     if mem:
         rss = mem.extra.get("peak_rss_mb", float("nan"))
         check("backlog peak RSS (MB)", rss, "< 200", rss < 200)
@@ -526,6 +560,9 @@ def render(rows: list[Figures], command: str) -> str:
         "",
         f"Machine: {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, {platform.system()} {platform.release()}.",
         f"Command: `{command}`. nats-server, the responder and the client (this process) share the machine.",
+        "The worker is served as `interaction-worker run` serves it (`service.run`: uvloop, start-up frozen "
+        "out of the garbage collector). The baselines run on asyncio's own loop, as they would be written by "
+        "hand; the raw responder on uvloop is measured too, for reference.",
         "",
         "| responder | scenario | rate (/s) | p50 ms | p99 ms | responder CPU µs/call | notes |",
         "|---|---|---:|---:|---:|---:|---|",
