@@ -22,6 +22,10 @@ from .tools import check_command_limits
 from .worker import InteractionWorker
 
 _LOGGER = logging.getLogger("interaction_worker")
+# See `run`. Measured in-process, 256 calls of a tool sleeping 5 ms in flight: 105 collections per
+# 20,000 calls (5.2 us of CPU a call) with Python's thresholds, 89 (3.0 us) after gc.freeze(), none
+# with this threshold as well.
+GC_THRESHOLD = 20_000
 
 
 class ServeError(Exception):
@@ -171,7 +175,10 @@ def run(
     Once serving, what start-up allocated (modules, schemas, configuration, connections) is moved out
     of the garbage collector's generations with `gc.freeze()`: it lives as long as the process, and
     otherwise every full collection would walk it again. With calls in flight the collector runs
-    often (each call's tasks, frames and futures count as allocations until they end).
+    often (each call's tasks, frames and futures count as allocations until they end): the first
+    generation is collected after `GC_THRESHOLD` net allocations instead of Python's 700, which a few
+    hundred calls in flight cross and fall back from many times a second, each collection finding
+    nothing (those objects end by reference counting).
 
     Raises:
         event_loop.LoopUnavailable: `loop` is `uvloop` and it is not installed.
@@ -179,6 +186,7 @@ def run(
 
     def serving(url: str) -> None:
         gc.freeze()
+        gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
         ready(url)
 
     return event_loop.run(serve(worker, options, ready=serving), loop)

@@ -589,7 +589,11 @@ class LoopProbe:
         loop = type(asyncio.get_running_loop()).__module__
         return {
             "status": "success",
-            "structuredContent": {"loop": loop, "frozen": gc.get_freeze_count()},
+            "structuredContent": {
+                "loop": loop,
+                "frozen": gc.get_freeze_count(),
+                "threshold": gc.get_threshold()[0],
+            },
         }
 
 
@@ -597,7 +601,7 @@ worker = InteractionWorker(tools=[LoopProbe()], sandbox=Sandbox(tools=["loop_pro
 """
 
 
-def test_run_serves_on_uvloop_unless_told_and_freezes_its_start_up(
+def test_run_serves_on_uvloop_unless_told_and_settles_its_garbage_collector(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "loop_probe_app.py").write_text(LOOP_PROBE_APP, encoding="utf-8")
@@ -628,6 +632,7 @@ def test_run_serves_on_uvloop_unless_told_and_freezes_its_start_up(
     # What start-up allocated (the imports alone are tens of thousands of objects) is frozen.
     assert seen_default["frozen"] > 10_000
     assert seen_plain["frozen"] > 10_000
+    assert seen_default["threshold"] == seen_plain["threshold"] == 20_000
 
 
 def test_run_refuses_an_unknown_loop(tmp_path: Path) -> None:
