@@ -657,7 +657,7 @@ def main() -> None:
     parser.add_argument(
         "--reps",
         type=int,
-        default=3,
+        default=5,
         help="repetitions of each rate scenario (median; runs on a shared machine vary by ±10 %%)",
     )
     parser.add_argument(
