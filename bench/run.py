@@ -658,7 +658,7 @@ def main() -> None:
         "--reps",
         type=int,
         default=5,
-        help="repetitions of each rate scenario (median; runs on a shared machine vary by ±10 %%)",
+        help="repetitions of each scenario (medians; runs on a shared machine vary by up to 50 %%)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="fewer messages, for a smoke run"
