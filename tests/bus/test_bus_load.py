@@ -126,6 +126,39 @@ async def test_past_max_pending_calls_are_refused_with_overloaded_and_none_is_lo
     assert sorted(kit.slow.finished) == sorted(observed)
 
 
+async def test_a_full_outgoing_buffer_holds_the_queue_not_more_workers(
+    nats_url: str,
+) -> None:
+    """nats-py's publish waits for its flusher once the outgoing buffer passes `pending_size`: the
+    worker waiting there takes the queue on afterwards, and no other is summoned to pile more output
+    behind it. Every call is still answered, once."""
+    kit = Kit()
+    prefix = unique_prefix()
+    watcher = await nats.connect(nats_url, max_reconnect_attempts=1)
+    # A buffer smaller than one call's publishes: every call waits on the flusher.
+    client = await nats.connect(nats_url, max_reconnect_attempts=1, pending_size=512)
+    binding = kit.worker(concurrency=None).nats_binding(client, prefix=prefix)
+    try:
+        bus = Bus(watcher, prefix)
+        await bus.watch()
+        await binding.start()
+        ids = [f"full-{i}" for i in range(300)]
+        for call_id in ids:
+            await bus.send("tool", call(call_id), reply=False)
+        await settled(watcher)
+
+        observed = f"{prefix}.tool.observation."
+        got = await bus.wait(lambda m: m.subject.startswith(observed), 300, within=30)
+
+        assert sorted(decode(m)["callId"] for m in got) == sorted(ids)
+        assert binding.dispatcher.workers == 1
+        assert binding.dispatcher.refused == 0
+    finally:
+        await binding.stop(1.0)
+        await client.close()
+        await watcher.close()
+
+
 async def test_stop_with_grace_lets_running_calls_finish_and_publish(
     serve: Serve,
 ) -> None:
