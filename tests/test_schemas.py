@@ -39,6 +39,8 @@ PAYLOADS = {
     "Reference",
     "ToolCallRequest",
     "ToolDefinition",
+    "ToolList",
+    "ToolListRequest",
 }
 
 CALL = {"id": "call-1", "name": "lookup", "arguments": {"query": "x", "n": [1, None]}}
@@ -129,6 +131,13 @@ def test_write_schemas_creates_the_directory(tmp_path: Path) -> None:
 
 VALID = [
     pytest.param("ToolCallRequest", {"call": CALL}, id="tool-call"),
+    pytest.param("ToolListRequest", {}, id="tool-list-all"),
+    pytest.param("ToolListRequest", {"name": "grep"}, id="tool-list-one"),
+    pytest.param(
+        "ToolList",
+        {"tools": [{"name": "grep", "inputSchema": {"type": "object"}}]},
+        id="tool-list",
+    ),
     pytest.param("McpInput", {"operation": "discover"}, id="mcp-discover-all-servers"),
     pytest.param(
         "McpInput", {"operation": "discover", "server": "files"}, id="mcp-discover"
@@ -253,6 +262,8 @@ def test_valid_payloads_match_their_schema(name: str, payload: Any) -> None:
 
 INVALID = [
     pytest.param("ToolCallRequest", {}, id="tool-call-missing"),
+    pytest.param("ToolListRequest", {"name": ""}, id="tool-list-empty-name"),
+    pytest.param("ToolList", {}, id="tool-list-missing-tools"),
     pytest.param(
         "ToolCallRequest",
         {"call": {**CALL, "id": ""}},

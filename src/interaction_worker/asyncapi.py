@@ -26,6 +26,8 @@ from .contracts import (
     OutputReceipt,
     OutputRequest,
     ToolCallRequest,
+    ToolList,
+    ToolListRequest,
 )
 
 ASYNCAPI_FILE = "asyncapi.json"
@@ -113,6 +115,18 @@ def asyncapi_document(
         (f"{p}.output.receipt.{{key}}", OutputReceipt, "The receipt of delivery K")
     ):
         publisher(deliver)
+
+    @router.subscriber(
+        f"{p}.tool.list",
+        queue=queue,
+        title=f"{p}.tool.list",
+        description=(
+            "The tools this worker serves and its sandbox grants (`{}`), or one of them "
+            '(`{"name"}`). No events.'
+        ),
+    )
+    async def tool_list(body: ToolListRequest) -> ToolList | ErrorReply:
+        raise NotImplementedError
 
     broker = NatsBroker(logger=None)
     broker.include_router(router)

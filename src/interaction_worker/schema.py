@@ -2,9 +2,9 @@
 
 One schema per payload, named as in `interaction_worker.contracts` and written to `<name>.schema.json`.
 Each schema is generated in the mode of the payload's direction: what the worker receives
-(`ToolCallRequest`, `McpInput`, `ObserveRequest`, `OutputRequest`) in pydantic's "validation" mode, what it
+(`ToolCallRequest`, `McpInput`, `ObserveRequest`, `OutputRequest`, `ToolListRequest`) in pydantic's "validation" mode, what it
 publishes (`ExternalResult`, `McpOutput`, `Observation`, `OutputReceipt`, `ErrorReply`, `DeadLetter`,
-`McpCapability`, `ToolDefinition`) in "serialization" mode. The building blocks that travel both ways
+`McpCapability`, `ToolDefinition`, `ToolList`) in "serialization" mode. The building blocks that travel both ways
 (`InteractionError`, `Reference`, `Message`, `Artifact`) use "validation" mode: the worker publishes only
 what passed their validation. Every schema carries `$schema` (draft 2020-12) and a `title` equal to the
 payload's name, unique across the files, which identifies it as an `$id` would.
@@ -52,6 +52,8 @@ from .contracts import (
     Reference,
     ToolCallRequest,
     ToolDefinition,
+    ToolList,
+    ToolListRequest,
 )
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -73,6 +75,7 @@ _PAYLOADS: tuple[tuple[str, type[BaseModel] | TypeAdapter[Any], _Mode], ...] = (
     ("McpInput", _MCP_INPUT, "validation"),
     ("ObserveRequest", ObserveRequest, "validation"),
     ("OutputRequest", OutputRequest, "validation"),
+    ("ToolListRequest", ToolListRequest, "validation"),
     ("ExternalResult", ExternalResult, "serialization"),
     ("McpOutput", _MCP_OUTPUT, "serialization"),
     ("Observation", Observation, "serialization"),
@@ -81,6 +84,7 @@ _PAYLOADS: tuple[tuple[str, type[BaseModel] | TypeAdapter[Any], _Mode], ...] = (
     ("DeadLetter", DeadLetter, "serialization"),
     ("McpCapability", McpCapability, "serialization"),
     ("ToolDefinition", ToolDefinition, "serialization"),
+    ("ToolList", ToolList, "serialization"),
     ("InteractionError", InteractionError, "validation"),
     ("Reference", Reference, "validation"),
     ("Message", Message, "validation"),

@@ -14,11 +14,14 @@ from .contracts import (
     ExternalResult,
     McpDiscoverOutput,
     McpInvokeOutput,
+    ContractError,
     Observation,
     OutputReceipt,
+    ToolList,
 )
+from .contracts import validation as check
 from .contracts._base import WireModel
-from .errors import ConfigurationError, NotFound
+from .errors import ConfigurationError, InvalidInput, NotFound
 from .nodes import (
     DeliveryContext,
     McpClient,
@@ -125,6 +128,16 @@ class InteractionWorker:
         return await self.tools.call_document(
             call, self.sandbox, context=context, trusted_json=trusted_json
         )
+
+    def list_tools(self, request: object) -> ToolList:
+        """`P.tool.list`: `{}` → the tools served and granted; `{"name"}` → that one tool."""
+        try:
+            query = check.tool_list_request(_body(request))
+        except ContractError as error:
+            raise InvalidInput(error.message) from None
+        if query.name is None:
+            return ToolList.trusted(tools=self.tools.list(self.sandbox))
+        return ToolList.trusted(tools=[self.tools.describe(query.name, self.sandbox)])
 
     async def call_mcp(self, request: object) -> McpDiscoverOutput | McpInvokeOutput:
         """INTERACTION.ACT.MCP: discover | invoke."""

@@ -53,6 +53,7 @@ REQUEST_SUBJECT = {
     "mcp": "mcp.call",
     "observe": "observe",
     "output": "output.deliver",
+    "list": "tool.list",
 }
 
 
@@ -325,6 +326,36 @@ async def test_observe_replies_with_the_observation_and_publishes_no_event(
     assert bus.dead_letters() == []
 
 
+async def test_tool_list_replies_with_the_granted_tools_and_publishes_no_event(
+    serve: Serve,
+) -> None:
+    served = await serve(Kit().worker())
+    bus = served.bus
+
+    everything = decode(await bus.request("list", {}, headers=TRACE))
+    one = await bus.request("list", {"name": "echo", "ignored": 1})
+    await bus.settle("list")
+
+    names = [tool["name"] for tool in everything["tools"]]
+    # Registered but not granted by the sandbox: `secret` is served to nobody.
+    assert names == [name for name in Kit.TOOLS if name != "ghost"]
+    assert "secret" not in names
+    assert decode(one) == {
+        "tools": [
+            {
+                "name": "echo",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"text": {"type": "string"}},
+                },
+            }
+        ]
+    }
+    assert header(one, "Content-Type") == "application/json"
+    assert bus.events() == []
+    assert bus.dead_letters() == []
+
+
 @pytest.mark.parametrize(
     ("content", "status", "code"),
     [
@@ -519,6 +550,11 @@ REFUSALS = [
     refusal("no-mcp-discover", "mcp", dumps({"operation": "discover"}), "NOT_FOUND", 404, "No available Worker implements INTERACTION.ACT.MCP", bare=True),
     refusal("no-mcp-invoke", "mcp", mcp_invoke(), "NOT_FOUND", 404, "No available Worker implements INTERACTION.ACT.MCP", "m-1", "m-1", bare=True),
     refusal("no-sink", "output", delivery(), "NOT_FOUND", 404, "No available Worker implements INTERACTION.OUTPUT", "d-1", "d-1", bare=True),
+    # P.tool.list: keyed by the tool name, never by a call.
+    refusal("list-empty-body", "list", b"", *BAD_JSON, "Invalid JSON: the body is not valid JSON"),
+    refusal("list-numeric-name", "list", dumps({"name": 7}), *BAD_INPUT, "name must be a tool name"),
+    refusal("list-not-allowed", "list", dumps({"name": "secret"}), "PERMISSION_DENIED", 403, "Permission denied: tools:secret", "secret"),
+    refusal("list-unknown-tool", "list", dumps({"name": "ghost"}), "NOT_FOUND", 404, "Unknown tool: ghost", "ghost"),
     # INVALID_RESULT: a tool, server or sink broke the result contract.
     refusal("tool-invalid-result", "tool", tool_call(name="invalid", arguments={}), "INVALID_RESULT", 502, "Invalid external result status", "c-1", "c-1"),
     refusal("mcp-invalid-result", "mcp", mcp_invoke("weird"), "INVALID_RESULT", 502, "Invalid MCP isError", "m-1", "m-1"),
@@ -609,7 +645,9 @@ async def test_refused_message_gets_an_error_reply_and_a_dead_letter_and_no_even
 
     assert_error_reply(reply, case.code, case.status, case.message)
     (dead,) = bus.dead_letters()
-    is_discover = case.kind == "mcp" and b'"discover"' in case.body
+    not_a_call = case.kind == "list" or (
+        case.kind == "mcp" and b'"discover"' in case.body
+    )
     assert_dead_letter(
         dead,
         served=served,
@@ -618,7 +656,7 @@ async def test_refused_message_gets_an_error_reply_and_a_dead_letter_and_no_even
         message=case.message,
         key=case.key,
         id_field=(
-            None if is_discover else "deliveryId" if case.kind == "output" else "callId"
+            None if not_a_call else "deliveryId" if case.kind == "output" else "callId"
         ),
         identifier=case.identifier,
         request_headers=REDACTED,

@@ -13,7 +13,15 @@ from ._checks import (
 )
 from ._safety import is_safe_message
 from ._text import js_trim
-from .bus import DeadLetter, ErrorBody, ErrorReply, ObserveRequest, ToolCallRequest
+from .bus import (
+    DeadLetter,
+    ErrorBody,
+    ErrorReply,
+    ObserveRequest,
+    ToolCallRequest,
+    ToolList,
+    ToolListRequest,
+)
 from .common import (
     ExternalResult,
     InteractionError,
@@ -79,6 +87,8 @@ __all__ = [
     "ToolCallRequest",
     "ToolDefinition",
     "ToolEffect",
+    "ToolList",
+    "ToolListRequest",
     "ToolOutcome",
     "identifier",
     "is_safe_message",

@@ -5,13 +5,25 @@ from typing import Literal
 from pydantic import Field
 
 from ._base import WireModel
-from .common import ExternalResult, ToolCall
+from .common import ExternalResult, ToolCall, ToolDefinition
 
 
 class ToolCallRequest(WireModel):
     """The body of `P.tool.call`."""
 
     call: ToolCall
+
+
+class ToolListRequest(WireModel):
+    """The body of `P.tool.list`: every tool (`{}`), or the one named."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+class ToolList(WireModel):
+    """The reply of `P.tool.list`: the tools this worker serves and its sandbox grants."""
+
+    tools: list[ToolDefinition]
 
 
 class ObserveRequest(WireModel):

@@ -9,6 +9,7 @@ from typing import Any
 
 from ._checks import ContractError, identifier, json_object, json_value, nonempty
 from ._safety import is_safe_message
+from .bus import ToolListRequest
 from .common import (
     MESSAGE_ROLES,
     RESULT_STATUSES,
@@ -185,6 +186,17 @@ def tool_call(value: object) -> dict[str, Any]:
     identifier(call.get("id"), "call.id")
     nonempty(call.get("name"), "call.name")
     return call
+
+
+def tool_list_request(value: object) -> ToolListRequest:
+    """The body of `P.tool.list`: `{}`, or `{"name"}` naming one tool. Other keys are dropped."""
+    fields = json_object(value, "tool list input")
+    if "name" not in fields:
+        return ToolListRequest.trusted()
+    name = fields["name"]
+    if not isinstance(name, str) or not 1 <= len(name) <= 64 or not name.strip():
+        raise ContractError("name must be a tool name")
+    return ToolListRequest.trusted(name=name)
 
 
 def tool_call_model(call: dict[str, Any], arguments: dict[str, Any]) -> ToolCall:

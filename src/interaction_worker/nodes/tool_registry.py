@@ -115,6 +115,14 @@ class ToolRegistry:
             if sandbox.allows("tools", name)
         ]
 
+    def describe(self, name: str, sandbox: Sandbox) -> ToolDefinition:
+        """The definition of one tool, checked as a call of it would be: permission, then existence."""
+        sandbox.check("tools", name)
+        tool = self._tools.get(name)
+        if tool is None:
+            raise NotFound(f"Unknown tool: {name}")
+        return tool_definition(tool)
+
     async def call(
         self,
         call: Mapping[str, Any] | ToolCall,

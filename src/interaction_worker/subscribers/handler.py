@@ -24,6 +24,7 @@ from ..contracts import (
     McpInvokeOutput,
     Observation,
     OutputReceipt,
+    ToolList,
     js_trim,
     parse_json_object,
 )
@@ -56,6 +57,7 @@ _ID_HEADER: dict[Kind, str] = {
     "mcp": "Interaction-Call-Id",
     "observe": "Interaction-Call-Id",
     "output": "Interaction-Delivery-Id",
+    "list": "Interaction-Call-Id",  # never used: a tool list is not keyed by a call
 }
 _LOGGER = logging.getLogger("interaction_worker")
 T = TypeVar("T")
@@ -87,6 +89,8 @@ class Nodes(Protocol):
     ) -> McpDiscoverOutput | McpInvokeOutput: ...
 
     def observe(self, request: object) -> Observation: ...
+
+    def list_tools(self, request: object) -> ToolList: ...
 
     async def deliver(
         self, request: object, *, context: DeliveryContext | None = None
@@ -142,6 +146,8 @@ def _identifier(kind: Kind, body: dict[str, Any]) -> str | None:
         return _valid_id(result.get("callId")) if isinstance(result, dict) else None
     if kind == "mcp" and body.get("operation") == "discover":
         return _valid_id(body.get("server"))
+    if kind == "list":
+        return _valid_id(body.get("name"))
     call = body.get("call")
     return _valid_id(call.get("id")) if isinstance(call, dict) else None
 
@@ -224,8 +230,11 @@ class MessageHandler:
             except JsonRefused as refused:
                 raise InvalidJson(f"Invalid JSON: {refused.message}") from None
             identifier = _identifier(kind, body)
-            # A discover of one server is keyed by the server name, which is not a call id.
-            keyed_by_call = not (kind == "mcp" and body.get("operation") == "discover")
+            # A discover of one server is keyed by the server name, a tool list by the tool name:
+            # neither is a call id.
+            keyed_by_call = kind != "list" and not (
+                kind == "mcp" and body.get("operation") == "discover"
+            )
             if identifier is not None:
                 key = subject_key(identifier)
             if reply_error is not None:
@@ -322,9 +331,13 @@ class MessageHandler:
                     "The discover reply is larger than the server's max_payload"
                 )
             return [(target, payload, JSON_HEADERS)] if target else []
-        if kind == "observe":
-            observation = self.worker.observe(body)
-            payload = observation.to_json()
+        if kind == "observe" or kind == "list":
+            answer = (
+                self.worker.observe(body)
+                if kind == "observe"
+                else self.worker.list_tools(body)
+            )
+            payload = answer.to_json()
             if len(payload) + headers_size(JSON_HEADERS) > self._room():
                 raise ResultTooLarge()
             return [(target, payload, JSON_HEADERS)] if target else []

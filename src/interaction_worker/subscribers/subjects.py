@@ -1,11 +1,11 @@
-"""The subject table (wire.md section 2): one row per node, from which both bindings subscribe."""
+"""The subject table (wire.md section 2): one row per request subject, from which both bindings subscribe."""
 
 import re
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["tool", "mcp", "observe", "output"]
-KINDS: tuple[Kind, ...] = ("tool", "mcp", "observe", "output")
+Kind = Literal["tool", "mcp", "observe", "output", "list"]
+KINDS: tuple[Kind, ...] = ("tool", "mcp", "observe", "output", "list")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,7 @@ _REQUEST: dict[Kind, str] = {
     "mcp": "{p}.mcp.call",
     "observe": "{p}.observe",
     "output": "{p}.output.deliver",
+    "list": "{p}.tool.list",
 }
 
 _SUBJECT = re.compile(r"[^\s*>.]+(?:\.[^\s*>.]+)*")
