@@ -11,10 +11,10 @@ from faststream.nats import NatsRouter
 from nats.aio.client import Client
 
 from .contracts import (
+    ContractError,
     ExternalResult,
     McpDiscoverOutput,
     McpInvokeOutput,
-    ContractError,
     Observation,
     OutputReceipt,
     ToolList,
