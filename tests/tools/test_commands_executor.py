@@ -12,8 +12,10 @@ from typing import Any
 import anyio
 import pytest
 
-from interaction_worker import Sandbox, ToolRegistry
+from interaction_worker import Sandbox, ToolRegistry, event_loop
 from interaction_worker.errors import ConfigurationError, InvalidInput, PermissionDenied
+from interaction_worker.event_loop import LoopName
+from interaction_worker.nodes import CommandResult
 from interaction_worker.tools import SubprocessExecutor, read_only_command_tools
 
 NOTES = "b 10\na 2\nb 10\nB 10\n"
@@ -366,6 +368,37 @@ async def test_stdin_is_closed_and_the_cwd_is_the_workspace(workspace: Path) -> 
     assert pwd.stdout == f"{workspace}\n"
 
 
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_program_is_run_under_its_bare_name(workspace: Path, loop: LoopName) -> None:
+    async def missing() -> Any:
+        return await call(workspace, "cat", {"path": "missing.txt"})
+
+    result = event_loop.run(missing(), loop)
+    stderr = result.structured_content["stderr"]
+    assert stderr.startswith("cat: ")  # not `/usr/bin/cat: `
+    assert "/bin" not in stderr
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_the_program_found_in_the_path_runs_under_the_name_asked_for(
+    workspace: Path, tmp_path: Path, loop: LoopName
+) -> None:
+    tac = shutil.which("tac", path="/usr/bin:/bin")
+    assert tac is not None
+    directory = tmp_path / "bin"
+    directory.mkdir()
+    (directory / "cat").symlink_to(tac)
+    executor = SubprocessExecutor(path=str(directory), commands=None)
+
+    async def both() -> tuple[CommandResult, CommandResult]:
+        found = await executor.run("cat", ["notes.txt"], workspace)
+        return found, await executor.run("cat", ["missing.txt"], workspace)
+
+    found, missing = event_loop.run(both(), loop)
+    assert found.stdout == "".join(reversed(NOTES.splitlines(keepends=True)))
+    assert missing.stderr.startswith("cat: ")
+
+
 async def test_an_absolute_program_path_runs(workspace: Path) -> None:
     program = shutil.which("echo", path="/usr/bin:/bin")
     assert program is not None
@@ -403,6 +436,9 @@ async def test_the_executor_runs_only_the_commands_it_lists(workspace: Path) -> 
             "Commands must be executable names or absolute paths",
         ),
         ({"commands": [""]}, "Commands must be executable names or absolute paths"),
+        ({"path": "bin:/usr/bin"}, "path must list absolute directories"),
+        ({"path": "/usr/bin::/bin"}, "path must list absolute directories"),
+        ({"path": ""}, "path must list absolute directories"),
     ],
 )
 def test_invalid_executor_options_are_refused(

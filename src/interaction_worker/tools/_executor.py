@@ -37,8 +37,9 @@ def _limit(value: object, name: str, default: int) -> int:
 class SubprocessExecutor:
     """Runs one program with separate arguments in the workspace: no shell, nothing inherited.
 
-    The program is looked up in `path` only (default `/usr/bin:/bin`, also the child's whole `PATH`;
-    `env` adds variables), runs in a new session with stdin closed, and its whole process group is
+    The program is looked up in `path` only (absolute directories, default `/usr/bin:/bin`, also the
+    child's whole `PATH`; `env` adds variables), runs with argv[0] the command as given (`cat`, not
+    the path it was found at) in a new session with stdin closed, and its whole process group is
     killed with SIGKILL when it outlives `timeout` (`timed_out`), when stdout reaches
     `max_output_bytes` + 1 byte (`truncated`; reading stops there), when the call is cancelled, and
     after it exits (children left behind). At most `max_error_bytes` + 1 bytes of stderr are kept;
@@ -76,6 +77,12 @@ class SubprocessExecutor:
                 "Commands must be executable names or absolute paths"
             )
         self.commands = None if commands is None else frozenset(commands)
+        # A relative directory would be searched from the child's cwd, the workspace, whose files
+        # are the agent's to write (see `_spawn`).
+        if not isinstance(path, str) or any(
+            not os.path.isabs(directory) for directory in path.split(os.pathsep)
+        ):
+            raise ConfigurationError("path must list absolute directories")
         self.path = path
         self._env = {**(env or {}), "PATH": path}
 
@@ -110,7 +117,7 @@ class SubprocessExecutor:
             lambda: _Capture(self.max_output_bytes + 1, self.max_error_bytes + 1),
             command,
             *args,
-            executable=program,
+            executable=_executable(loop, program),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -145,6 +152,18 @@ class SubprocessExecutor:
             truncated=capture.filled,
             timed_out=timed_out,
         )
+
+
+def _executable(loop: asyncio.AbstractEventLoop, program: str) -> str | None:
+    """What to pass as `executable`, argv[0] being the command as given: a program's messages then
+    read `cat: missing: …`, as from a shell, not `/usr/bin/cat: …` with a directory of the machine.
+
+    asyncio's own loop hands `executable` to `subprocess.Popen`, which runs it and leaves argv[0]
+    alone. uvloop overwrites argv[0] with it instead; there nothing is passed, and the child finds
+    the bare name by searching its own `PATH`: the same absolute directories, in the same order,
+    that `program` was found in.
+    """
+    return program if isinstance(loop, asyncio.BaseEventLoop) else None
 
 
 class _Capture(asyncio.SubprocessProtocol):
