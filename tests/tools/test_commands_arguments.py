@@ -191,15 +191,27 @@ SINGLE = "{} must be a nonempty single-line string"
 POSIX = "{} must be a workspace-relative POSIX path"
 
 INVALID: list[tuple[str, dict[str, Any], str]] = [
-    # Unknown keys first, in every tool.
+    # Unknown keys first, in every tool, the first of them named when the name can be shown.
     *[
-        (name, {"path": "a", "extra": 1}, UNEXPECTED)
+        (name, {"path": "a", "extra": 1}, f"{UNEXPECTED}: extra")
         for name in READ_ONLY_COMMANDS
         if name not in ("grep", "pwd")
     ],
-    ("grep", {"pattern": "", "paths": [], "extra": 1}, UNEXPECTED),
-    ("pwd", {"path": "."}, UNEXPECTED),
-    ("cat", {"Path": "a"}, UNEXPECTED),
+    ("grep", {"pattern": "", "paths": [], "extra": 1}, f"{UNEXPECTED}: extra"),
+    ("grep", {"pattern": "TODO", "path": "."}, f"{UNEXPECTED}: path"),
+    ("pwd", {"path": "."}, f"{UNEXPECTED}: path"),
+    ("cat", {"Path": "a"}, f"{UNEXPECTED}: Path"),
+    ("cat", {"path": "a", "b.c_d-9": 1, "z": 2}, f"{UNEXPECTED}: b.c_d-9"),
+    ("cat", {"path": "a", "x" * 64: 1}, f"{UNEXPECTED}: {'x' * 64}"),
+    # A name that could read as a path, a secret or another line is not shown.
+    ("cat", {"path": "a", "x" * 65: 1}, UNEXPECTED),
+    ("cat", {"path": "a", "": 1}, UNEXPECTED),
+    ("cat", {"path": "a", "two words": 1}, UNEXPECTED),
+    ("cat", {"path": "a", "/etc/passwd": 1}, UNEXPECTED),
+    ("cat", {"path": "a", "a\nb": 1}, UNEXPECTED),
+    ("cat", {"path": "a", "sk-live1": 1}, UNEXPECTED),
+    ("cat", {"path": "a", "pàth": 1}, UNEXPECTED),
+    ("pwd", {"../x": 1, "y": 2}, UNEXPECTED),
     # grep: flags, then the pattern, then the paths.
     (
         "grep",

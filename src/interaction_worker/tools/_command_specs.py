@@ -10,11 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..contracts import is_safe_message
 from ..errors import InvalidInput
 from ._arguments import (
     MISSING,
     delimiter,
-    exact_keys,
     flag,
     integer,
     paths,
@@ -23,6 +23,8 @@ from ._arguments import (
 )
 
 UNEXPECTED = "Unexpected command argument"
+# An argument name shown back in a message: short printable ASCII, no space, slash or quote.
+_SHOWABLE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _FIELDS = re.compile(r"[0-9]+(?:-[0-9]*)?(?:,[0-9]+(?:-[0-9]*)?)*")
 _STRING = {"type": "string"}
 _BOOLEAN = {"type": "boolean"}
@@ -55,10 +57,20 @@ def _schema(properties: dict[str, Any], required: Sequence[str] = ()) -> dict[st
     return schema
 
 
+def _exact_keys(arguments: Mapping[str, Any], allowed: Sequence[str]) -> None:
+    """Refuse the first argument that is not allowed, by name (beyond the reference, whose message
+    names none) when the name is showable and the message still safe (`sk-…` reads as a key)."""
+    for key in arguments:
+        if key not in allowed:
+            named = f"{UNEXPECTED}: {key}"
+            showable = _SHOWABLE.fullmatch(key) and is_safe_message(named)
+            raise InvalidInput(named if showable else UNEXPECTED)
+
+
 def _arguments(
     arguments: Mapping[str, Any], allowed: Sequence[str]
 ) -> Callable[[str], Any]:
-    exact_keys(arguments, allowed, UNEXPECTED)
+    _exact_keys(arguments, allowed)
     return lambda key: arguments.get(key, MISSING)
 
 
@@ -156,7 +168,7 @@ def _du(arguments: Mapping[str, Any]) -> CommandLine:
 
 
 def _pwd(arguments: Mapping[str, Any]) -> CommandLine:
-    exact_keys(arguments, (), UNEXPECTED)
+    _exact_keys(arguments, ())
     return CommandLine([], [])
 
 
