@@ -4,7 +4,8 @@ Values given in code win over the file's (a Sandbox, a concurrency); tools, MCP 
 given in code are added to those the file configures, and a name given twice stops the start. The
 defaults (read_text and the 14 read-only commands over the working directory, the console sink, the
 default sandbox with its command executor) apply only where neither the file nor the code provides
-tools, sinks or a sandbox (config.md section 2).
+tools, sinks or a sandbox (config.md section 2). A sandbox given in code without an executor gets the
+commands' executor when the file registers read-only commands.
 """
 
 import json
@@ -63,18 +64,23 @@ def build_worker(
     problems: list[str] = []
     code = code or InteractionWorker()
     registry = code.tools
-    _register_file_tools(
+    commands_added = _register_file_tools(
         settings, registry, code_has_tools=bool(registry.names()), problems=problems
     )
     mcp = _mcp(settings, code.mcp, problems)
     output = _output(settings, code.output, problems)
     if problems:
         raise ConfigurationError("\n".join(problems))
-    sandbox = (
-        code.sandbox
-        if code.sandbox_given
-        else _sandbox(settings.sandbox, settings.workspace, _command_settings(settings))
-    )
+    commands = _command_settings(settings)
+    if not code.sandbox_given:
+        sandbox = _sandbox(settings.sandbox, settings.workspace, commands)
+    else:
+        sandbox = code.sandbox
+        # Granting `execute` in code while the file enables the commands asks for them to run;
+        # without this they would all answer that no executor is enabled. It still runs them
+        # only if the sandbox grants `execute`.
+        if commands_added and sandbox.executor is None:
+            sandbox.executor = _command_executor(commands)
     return InteractionWorker(
         tools=registry,
         mcp=mcp,
@@ -92,15 +98,18 @@ def _register_file_tools(
     *,
     code_has_tools: bool,
     problems: list[str],
-) -> None:
+) -> bool:
+    """Register the file's tools (or the default ones); true when read-only commands were among them."""
     tools = settings.tools
     if tools is None:
         if code_has_tools:
-            return
+            return False
         tools = DEFAULT_TOOLS  # read_text and the 14 read-only commands
     tools_to_add: list[RegisteredTool] = [ReadTextTool()] if tools.read_text else []
+    commands: list[RegisteredTool] = []
     if tools.commands is not None:
-        tools_to_add += _command_tools(tools.commands)
+        commands = _command_tools(tools.commands)
+        tools_to_add += commands
     if tools.web_search is not None:
         search = _web_search_tool(tools.web_search, os.environ, problems)
         tools_to_add += [] if search is None else [search]
@@ -110,6 +119,7 @@ def _register_file_tools(
         except RegistrationError:
             key = "commands" if isinstance(tool, ReadOnlyCommandTool) else tool.name
             problems.append(f"tools.{key}: the tool {tool.name} is also given in code")
+    return bool(commands)
 
 
 def _command_tools(commands: CommandSettings) -> list[RegisteredTool]:
@@ -149,17 +159,21 @@ def _command_settings(settings: Settings) -> CommandSettings:
     return (settings.tools or DEFAULT_TOOLS).commands or CommandSettings()
 
 
-def _sandbox(
-    policy: SandboxSettings | None, workspace: Path, commands: CommandSettings
-) -> Sandbox:
-    policy = policy or DEFAULT_SANDBOX
-    # The executor runs the read-only commands' programs only, with the file's limits.
-    executor = SubprocessExecutor(
+def _command_executor(commands: CommandSettings) -> SubprocessExecutor:
+    """The read-only commands' programs only, with the file's limits."""
+    return SubprocessExecutor(
         timeout=commands.timeout,
         max_output_bytes=commands.max_output_bytes,
         max_error_bytes=commands.max_error_bytes,
         commands=COMMAND_NAMES,
     )
+
+
+def _sandbox(
+    policy: SandboxSettings | None, workspace: Path, commands: CommandSettings
+) -> Sandbox:
+    policy = policy or DEFAULT_SANDBOX
+    executor = _command_executor(commands)
     return Sandbox(
         tools=policy.tools,
         mcp=policy.mcp,

@@ -8,9 +8,15 @@ from typing import Any
 
 import pytest
 
-from interaction_worker import ConfigurationError, InteractionWorker, ToolRegistry
+from interaction_worker import (
+    ConfigurationError,
+    InteractionWorker,
+    Sandbox,
+    ToolRegistry,
+)
 from interaction_worker.app import build_worker
 from interaction_worker.config import parse_settings
+from interaction_worker.errors import PermissionDenied
 from interaction_worker.service import ServeOptions, serve
 from interaction_worker.tools import (
     READ_ONLY_COMMANDS,
@@ -77,6 +83,59 @@ def test_tools_commands_selects_the_tools_and_sets_the_limits(tmp_path: Path) ->
         100,
         50,
     )
+
+
+def code_worker(tmp_path: Path, **sandbox: Any) -> InteractionWorker:
+    """A worker built in code: its own sandbox over `tmp_path`, no tools."""
+    return InteractionWorker(
+        sandbox=Sandbox(tools=["*"], workspace=tmp_path, **sandbox)
+    )
+
+
+async def test_a_code_sandbox_granting_execute_runs_the_file_s_commands(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
+    settings = {"tools": {"commands": {"enabled": ["cat"], "timeout": "3s"}}}
+    built = worker(tmp_path, settings, code_worker(tmp_path, execute=True))
+    executor = built.sandbox.executor
+    assert isinstance(executor, SubprocessExecutor)
+    assert (executor.timeout, executor.commands) == (3.0, frozenset(READ_ONLY_COMMANDS))
+    result = await built.call_tool(
+        {"call": {"id": "c", "name": "cat", "arguments": {"path": "notes.txt"}}}
+    )
+    assert (result.status, result.content) == ("success", "hello\n")
+
+
+async def test_a_code_sandbox_without_execute_still_refuses_the_commands(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
+    built = worker(tmp_path, {"tools": {"commands": {}}}, code_worker(tmp_path))
+    with pytest.raises(PermissionDenied, match="requires an enabled SandboxExecutor"):
+        await built.call_tool(
+            {"call": {"id": "c", "name": "cat", "arguments": {"path": "notes.txt"}}}
+        )
+
+
+def test_a_code_sandbox_keeps_its_own_executor(tmp_path: Path) -> None:
+    own = SubprocessExecutor(timeout=1, commands=["cat"])
+    code = code_worker(tmp_path, execute=True, executor=own)
+    assert worker(tmp_path, {"tools": {"commands": {}}}, code).sandbox.executor is own
+
+
+@pytest.mark.parametrize(
+    "tools",
+    [
+        pytest.param({"read_text": {}}, id="no-commands"),
+        pytest.param({"commands": {"enabled": []}}, id="none-enabled"),
+    ],
+)
+def test_a_code_sandbox_gets_no_executor_without_file_commands(
+    tmp_path: Path, tools: dict[str, Any]
+) -> None:
+    code = code_worker(tmp_path, execute=True)
+    assert worker(tmp_path, {"tools": tools}, code).sandbox.executor is None
 
 
 def test_a_tools_block_without_commands_registers_none(tmp_path: Path) -> None:
