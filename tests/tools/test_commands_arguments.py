@@ -437,12 +437,46 @@ def test_schemas_match_the_reference() -> None:
         "du": ({"path": string, "maxDepth": depth}, ["path"]),
         "pwd": ({}, None),
     }  # fmt: skip
+    # Beyond the reference, what only documents an argument (docs/reference.md).
+    added = ("description", "default", "minItems", "maxItems")
     for t in read_only_command_tools():
         properties, required = expected[t.name]
         schema = dict(t.input_schema)
-        assert schema.pop("properties") == properties
+        assert {
+            key: {k: v for k, v in rules.items() if k not in added}
+            for key, rules in schema.pop("properties").items()
+        } == properties
         assert schema.pop("required", None) == required
         assert schema == {"type": "object", "additionalProperties": False}
+
+
+def test_every_argument_has_a_description() -> None:
+    for t in read_only_command_tools():
+        for key, rules in t.input_schema["properties"].items():
+            description = rules.get("description")
+            assert isinstance(description, str) and description.strip(), (t.name, key)
+
+
+REQUIRED_ONLY: dict[str, dict[str, Any]] = {
+    "grep": {"pattern": "x", "paths": ["a"]},
+    "cut": {"path": "a", "fields": "1"},
+    "ls": {},
+    "find": {},
+    "pwd": {},
+}
+
+
+@pytest.mark.parametrize("name", READ_ONLY_COMMANDS)
+async def test_a_schema_default_is_what_an_absent_argument_means(
+    tmp_path: Path, name: str
+) -> None:
+    arguments = REQUIRED_ONLY.get(name, {"path": "a"})
+    _, absent = await call(tmp_path, name, arguments)
+    for key, rules in tool(name).input_schema["properties"].items():
+        if "default" in rules:
+            given = {**arguments, key: rules["default"]}
+            _, explicit = await call(tmp_path, name, given)
+            assert explicit.calls == absent.calls, key
 
 
 def test_descriptions_are_the_reference_ones() -> None:

@@ -58,7 +58,13 @@ def test_definition_matches_the_seed() -> None:
         "inputSchema": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"path": {"type": "string"}},
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "The UTF-8 text file to read; relative to the "
+                    "workspace, without `..`",
+                }
+            },
             "required": ["path"],
         },
         "description": "Read a workspace text file",

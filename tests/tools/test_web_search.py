@@ -81,8 +81,20 @@ def test_definition_matches_the_reference() -> None:
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                "query": {"type": "string", "minLength": 1, "maxLength": 600},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+                "query": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 600,
+                    "description": "What to search for: one line of at most 600 "
+                    "characters and 75 words",
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 20,
+                    "default": 5,
+                    "description": "How many results at most, 1 to 20",
+                },
             },
             "required": ["query"],
         },

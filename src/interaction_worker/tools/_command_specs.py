@@ -13,6 +13,7 @@ from typing import Any
 from ..contracts import is_safe_message
 from ..errors import InvalidInput
 from ._arguments import (
+    MAX_PATHS,
     MISSING,
     delimiter,
     flag,
@@ -26,10 +27,6 @@ UNEXPECTED = "Unexpected command argument"
 # An argument name shown back in a message: short printable ASCII, no space, slash or quote.
 _SHOWABLE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _FIELDS = re.compile(r"[0-9]+(?:-[0-9]*)?(?:,[0-9]+(?:-[0-9]*)?)*")
-_STRING = {"type": "string"}
-_BOOLEAN = {"type": "boolean"}
-_DEPTH = {"type": "integer", "minimum": 0, "maximum": 32}
-_LINES = {"type": "integer", "minimum": 1, "maximum": 1_000}
 
 
 @dataclass(frozen=True)
@@ -173,9 +170,41 @@ def _pwd(arguments: Mapping[str, Any]) -> CommandLine:
 
 
 _PATH_ONLY = _flags({})
-_PATHS = {"type": "array", "items": _STRING}
-_TYPE = {"type": "string", "enum": ["file", "directory"]}
-_METRIC = {"type": "string", "enum": ["lines", "words", "bytes"]}
+
+
+def _string(description: str, **rules: Any) -> dict[str, Any]:
+    return {"type": "string", **rules, "description": description}
+
+
+def _boolean(description: str) -> dict[str, Any]:
+    return {"type": "boolean", "default": False, "description": description}
+
+
+def _integer(low: int, high: int, default: int, description: str) -> dict[str, Any]:
+    return {
+        "type": "integer",
+        "minimum": low,
+        "maximum": high,
+        "default": default,
+        "description": description,
+    }
+
+
+def _path(description: str, default: str | None = None) -> dict[str, Any]:
+    rules = {} if default is None else {"default": default}
+    return _string(f"{description}; relative to the workspace, without `..`", **rules)
+
+
+_TEXT_FILE = _path("The text file to read")
+_PATHS = {
+    "type": "array",
+    "items": {"type": "string"},
+    "minItems": 1,
+    "maxItems": MAX_PATHS,
+    "description": f"1 to {MAX_PATHS} files or directories to search; relative to the "
+    "workspace, without `..`",
+}
+_LINES = _integer(1, 1_000, 20, "How many lines, 1 to 1000")
 
 
 def _spec(
@@ -190,34 +219,58 @@ def _spec(
 
 
 # One row per tool: name, description, argv builder, required keys, then the schema's properties.
+# The descriptions are the reference's; each property also says what it means, its default and its
+# limits, for the agent and for `interaction-worker tools` (docs/tools.md).
 # fmt: off
 SPECS: tuple[CommandSpec, ...] = (
     _spec("grep", "Search text in workspace files", _grep, ("pattern", "paths"),
-          pattern=_STRING, paths=_PATHS, recursive=_BOOLEAN, ignoreCase=_BOOLEAN,
-          fixedStrings=_BOOLEAN),
-    _spec("ls", "List one workspace directory", _ls, (), path=_STRING, all=_BOOLEAN),
-    _spec("cat", "Read one workspace text file", _PATH_ONLY, ("path",), path=_STRING),
+          pattern=_string("What to search for, one line: a basic regular expression (as grep "
+                          "reads it by default), or exact text with fixedStrings"),
+          paths=_PATHS,
+          recursive=_boolean("Search the directories among paths and everything below them "
+                             "(symbolic links inside are not followed)"),
+          ignoreCase=_boolean("Match upper and lower case alike"),
+          fixedStrings=_boolean("Take pattern as exact text, not a regular expression")),
+    _spec("ls", "List one workspace directory", _ls, (),
+          path=_path("The directory to list", "."),
+          all=_boolean("Also list entries whose names begin with a dot")),
+    _spec("cat", "Read one workspace text file", _PATH_ONLY, ("path",), path=_TEXT_FILE),
     _spec("find", "Find workspace files or directories by name", _find, (),
-          path=_STRING, name=_STRING, type=_TYPE, maxDepth=_DEPTH),
+          path=_path("The directory to search from", "."),
+          name=_string("A shell pattern that the entry's name (not its path) must match, "
+                       "such as `*.py`"),
+          type=_string("Only files or only directories", enum=["file", "directory"]),
+          maxDepth=_integer(0, 32, 8, "How many levels below path to descend, 0 to 32")),
     _spec("head", "Read the first lines of one workspace text file", _lines(), ("path",),
-          path=_STRING, lines=_LINES),
+          path=_TEXT_FILE, lines=_LINES),
     _spec("tail", "Read the last lines of one workspace text file", _lines(), ("path",),
-          path=_STRING, lines=_LINES),
+          path=_TEXT_FILE, lines=_LINES),
     _spec("wc", "Count lines, words, or bytes in one workspace file", _wc, ("path",),
-          path=_STRING, metric=_METRIC),
+          path=_path("The file to count in"),
+          metric=_string("What to count", enum=["lines", "words", "bytes"], default="lines")),
     _spec("sort", "Sort lines from one workspace text file",
           _flags({"reverse": "-r", "numeric": "-n", "unique": "-u"}), ("path",),
-          path=_STRING, reverse=_BOOLEAN, numeric=_BOOLEAN, unique=_BOOLEAN),
+          path=_path("The text file whose lines to sort"),
+          reverse=_boolean("Sort in descending order"),
+          numeric=_boolean("Compare lines by their leading number"),
+          unique=_boolean("Keep one line of each run of equal lines")),
     _spec("uniq", "Filter adjacent duplicate lines from one workspace text file",
           _flags({"count": "-c", "ignoreCase": "-i"}), ("path",),
-          path=_STRING, count=_BOOLEAN, ignoreCase=_BOOLEAN),
+          path=_path("The text file to filter"),
+          count=_boolean("Prefix each line with how many times it was repeated"),
+          ignoreCase=_boolean("Compare lines ignoring upper and lower case")),
     _spec("cut", "Select delimited fields from one workspace text file", _cut,
-          ("path", "fields"), path=_STRING, delimiter=_STRING, fields=_STRING),
-    _spec("stat", "Read metadata for one workspace path", _PATH_ONLY, ("path",), path=_STRING),
+          ("path", "fields"), path=_path("The text file to cut"),
+          delimiter=_string("The one character that separates fields (default: tab)"),
+          fields=_string("The fields to keep, counted from 1: numbers and ranges separated by "
+                         "commas, such as `1,3-5` or `2-`")),
+    _spec("stat", "Read metadata for one workspace path", _PATH_ONLY, ("path",),
+          path=_path("The file or directory")),
     _spec("file", "Identify the type of one workspace file", _PATH_ONLY, ("path",),
-          path=_STRING),
+          path=_path("The file to identify")),
     _spec("du", "Summarize disk usage below one workspace path", _du, ("path",),
-          path=_STRING, maxDepth=_DEPTH),
+          path=_path("The directory or file to measure"),
+          maxDepth=_integer(0, 32, 1, "How many levels below path to report, 0 to 32")),
     _spec("pwd", "Return the executor workspace directory", _pwd),
 )
 # fmt: on

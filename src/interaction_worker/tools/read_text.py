@@ -54,7 +54,13 @@ class ReadTextTool:
     input_schema: Mapping[str, Any] = {
         "type": "object",
         "additionalProperties": False,
-        "properties": {"path": {"type": "string"}},
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "The UTF-8 text file to read; relative to the workspace, "
+                "without `..`",
+            }
+        },
         "required": ["path"],
     }
     effects = ("read",)

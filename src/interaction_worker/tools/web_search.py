@@ -132,12 +132,19 @@ class WebSearchTool:
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_LENGTH},
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_QUERY_LENGTH,
+                "description": f"What to search for: one line of at most {MAX_QUERY_LENGTH} "
+                f"characters and {MAX_QUERY_WORDS} words",
+            },
             "limit": {
                 "type": "integer",
                 "minimum": 1,
                 "maximum": MAX_RESULTS,
                 "default": DEFAULT_RESULTS,
+                "description": f"How many results at most, 1 to {MAX_RESULTS}",
             },
         },
         "required": ["query"],
