@@ -12,6 +12,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from interaction_worker.embedded import (
+    DataDirInUse,
     EmbeddedNatsServer,
     EmbeddedServerError,
     find_nats_server,
@@ -187,10 +188,27 @@ async def test_default_port_falls_back_when_4222_is_taken(tmp_path: Path) -> Non
 
 async def test_early_exit_is_reported_in_one_line(tmp_path: Path) -> None:
     server = EmbeddedNatsServer(tmp_path / "data", port=0, binary="/bin/false")
-    with anyio.fail_after(START_BOUND), pytest.raises(EmbeddedServerError) as err:
-        await server.start()
-    assert str(err.value).startswith("nats-server exited with code 1")
-    assert "\n" not in str(err.value)
+    for _ in range(2):  # a failed start leaves the data directory unlocked
+        with anyio.fail_after(START_BOUND), pytest.raises(EmbeddedServerError) as err:
+            await server.start()
+        assert str(err.value).startswith("nats-server exited with code 1")
+        assert "\n" not in str(err.value)
+
+
+async def test_one_server_per_data_dir_in_a_session_of_its_own(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with anyio.fail_after(2 * START_BOUND):
+        async with EmbeddedNatsServer(data, port=0) as first:
+            # The terminal's Ctrl-C signals its foreground process group, not this session.
+            assert os.getsid(first.pid) == first.pid != os.getsid(0)
+            second = EmbeddedNatsServer(data, port=0)
+            with pytest.raises(DataDirInUse) as err:
+                await second.start()
+            assert err.value.pid == os.getpid()
+            assert f"in use by process {os.getpid()};" in str(err.value)
+            assert read_embedded_credentials(data) == (first.url, first.token)
+        async with EmbeddedNatsServer(data, port=0) as third:
+            assert read_embedded_credentials(data) == (third.url, third.token)
 
 
 async def test_missing_binary_is_one_clear_error(tmp_path: Path) -> None:

@@ -3,21 +3,30 @@
 The server listens on loopback only and requires a token. The token lives in `<data_dir>/token`
 and reaches the server through a mode-0600 configuration file, never its command line, which
 every local user can read in `/proc/<pid>/cmdline`.
+
+The server belongs to the process that started it. It runs in its own session, so the terminal's
+Ctrl-C reaches only the worker, which stops the server after draining its connection; on Linux it
+gets SIGTERM when its parent dies, even by SIGKILL. One server at a time uses a data directory:
+`<data_dir>/lock` is locked (`flock`) by the worker and by the server, which inherits the lock, and
+names their pids for whoever finds it locked.
 """
 
 import asyncio
 import contextlib
+import ctypes
+import fcntl
 import json
 import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -32,10 +41,22 @@ _POLL_INTERVAL = 0.05
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,}")
 # "[1234] 2026/01/02 03:04:05.678901 [FTL] " in front of every log line.
 _LOG_PREFIX_RE = re.compile(r"^\[\d+\] \S+ \S+ \[\w+\] ")
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class EmbeddedServerError(Exception):
     """The embedded nats-server could not be found, started or reached."""
+
+
+class DataDirInUse(EmbeddedServerError):
+    """Another process (a worker or its nats-server) holds the data directory's lock."""
+
+    def __init__(self, pid: int | None) -> None:
+        holder = "another process" if pid is None else f"process {pid}"
+        super().__init__(
+            f"the data directory is in use by {holder}; stop it or choose another data directory"
+        )
+        self.pid = pid
 
 
 def find_nats_server() -> str:
@@ -91,6 +112,7 @@ class EmbeddedNatsServer:
         self._proc: asyncio.subprocess.Process | None = None
         self._url: str | None = None
         self._token: str | None = None
+        self._lock_fd: int | None = None
 
     @property
     def url(self) -> str:
@@ -124,8 +146,13 @@ class EmbeddedNatsServer:
         await self.stop()
 
     async def start(self) -> None:
-        """Start the server and wait until it accepts clients with JetStream enabled."""
-        if self._proc is not None and self._proc.returncode is None:
+        """Start the server and wait until it accepts clients with JetStream enabled.
+
+        Raises:
+            DataDirInUse: another worker, or the server of one, uses the data directory.
+            EmbeddedServerError: the server cannot be found, started or reached.
+        """
+        if self._lock_fd is not None:
             raise EmbeddedServerError("the embedded nats-server is already running")
         binary = self._binary or find_nats_server()
         self._url = None
@@ -133,6 +160,16 @@ class EmbeddedNatsServer:
             if not self._data_dir.exists():
                 self._data_dir.mkdir(mode=0o700, parents=True)
                 self._data_dir.chmod(0o700)  # mkdir's mode is filtered by the umask
+            self._lock_fd = _lock(self._data_dir / "lock")
+        try:
+            await self._start(binary)
+        except BaseException:
+            # A failed start has stopped its server (or killed it, when cancelled).
+            self._unlock()
+            raise
+
+    async def _start(self, binary: str) -> None:
+        with _data_dir_errors():
             self._token = _load_or_create_token(self._data_dir / "token")
         if self._port is None:
             listen_port = DEFAULT_PORT if _port_is_free(DEFAULT_PORT) else -1
@@ -158,6 +195,12 @@ class EmbeddedNatsServer:
 
     async def stop(self) -> None:
         """Stop the server: SIGTERM, then SIGKILL after 10 s. Does nothing when not running."""
+        try:
+            await self._stop()
+        finally:
+            self._unlock()
+
+    async def _stop(self) -> None:
         proc = self._proc
         if proc is None:
             return
@@ -187,6 +230,7 @@ class EmbeddedNatsServer:
             log_fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         # Only this run's lines explain this run's exit.
         log_offset = os.fstat(log_fd).st_size
+        assert self._lock_fd is not None
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 binary,
@@ -195,6 +239,12 @@ class EmbeddedNatsServer:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=log_fd,
+                # Out of the terminal's process group: Ctrl-C is the worker's to handle, and the
+                # worker still needs its server to drain.
+                start_new_session=True,
+                # The lock outlives a killed worker as long as its server does.
+                pass_fds=(self._lock_fd,),
+                preexec_fn=_die_with_parent(),
             )
         except OSError as exc:
             raise EmbeddedServerError(
@@ -202,16 +252,27 @@ class EmbeddedNatsServer:
             ) from None
         finally:
             os.close(log_fd)
+        with contextlib.suppress(OSError):  # the pids only explain a refusal
+            _write_lock(self._lock_fd, os.getpid(), self._proc.pid)
         try:
             return await self._wait_ready(self._proc, log, log_offset, listen_port)
         except Exception:
-            await self.stop()
+            await self._stop()  # the lock stays: `start` may try another port
             raise
         except BaseException:
             # Cancelled: no awaiting allowed here, so skip the graceful path.
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
             raise
+
+    def _unlock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is None:
+            return
+        # The file stays: removing a lock file races with a process opening it to lock it.
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        os.close(fd)
 
     def _config(self, listen_port: int, log: Path) -> str:
         return "\n".join(
@@ -290,6 +351,90 @@ def _data_dir_errors() -> Iterator[None]:
         raise EmbeddedServerError(
             f"cannot prepare the data directory: {exc.strerror or exc}"
         ) from None
+
+
+def _lock(path: Path) -> int:
+    """Lock `path` for this process and return its descriptor; the lock lasts until it is closed.
+
+    `flock` rather than a pid file alone: the kernel releases the lock when its last holder dies,
+    so a lock left by a killed process never needs a liveness check that a reused pid would fool.
+
+    Raises:
+        DataDirInUse: a live process holds the lock.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _lock_holder(fd)
+        os.close(fd)
+        raise DataDirInUse(holder) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    _write_lock(fd, os.getpid())
+    return fd
+
+
+def _write_lock(fd: int, *pids: int) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, "".join(f"{pid}\n" for pid in pids).encode(), 0)
+
+
+def _lock_holder(fd: int) -> int | None:
+    """The first live pid the lock file names: the worker, else its server (outliving it)."""
+    try:
+        text = os.pread(fd, 256, 0).decode("ascii", "replace")
+    except OSError:
+        return None
+    for word in text.split():
+        if word.isdigit() and _alive(int(word)):
+            return int(word)
+    return None
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False  # kill(0) and kill(-1) would address groups
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the child get SIGTERM when its parent dies (Linux only).
+
+    The kernel sends it when the *thread* that forked exits, so the server must be started from
+    the thread that lives as long as the worker: the event loop's, which `run` keeps on the main
+    thread on asyncio and uvloop alike.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [
+        ctypes.c_int,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+    ]
+    prctl.restype = ctypes.c_int
+    parent = os.getpid()
+
+    def preexec() -> None:
+        # Loaded before the fork: between fork and exec only this call and a getppid run.
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)  # the parent died before the signal was armed
+
+    return preexec
 
 
 def _port_is_free(port: int) -> bool:

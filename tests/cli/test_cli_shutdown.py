@@ -89,8 +89,12 @@ class Served:
             self.proc.stdout.close()
 
 
-def launch(cwd: Path, *args: str) -> Served:
-    """Start `run examples.custom_tool:worker --data-dir … ARGS` in `cwd` (ARGS: `--port 0`)."""
+def launch(cwd: Path, *args: str, new_session: bool = False) -> Served:
+    """Start `run examples.custom_tool:worker --data-dir … ARGS` in `cwd` (ARGS: `--port 0`).
+
+    `new_session`: as a shell starts a foreground job, in a process group of its own that the
+    terminal's Ctrl-C signals as a whole (`os.killpg`), without signalling the tests.
+    """
     data_dir = cwd / "data"
     stderr_file = cwd / "run.stderr"
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTERACTION_")}
@@ -118,6 +122,7 @@ def launch(cwd: Path, *args: str) -> Served:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=stderr,
+            start_new_session=new_session,
         )
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), False)
@@ -135,9 +140,9 @@ def wait_server_pid(served: Served) -> int:
     return served.server_pid
 
 
-def start(cwd: Path) -> Served:
+def start(cwd: Path, *, new_session: bool = False) -> Served:
     """`launch`, then wait for the ready line."""
-    served = launch(cwd)
+    served = launch(cwd, new_session=new_session)
     try:
         assert served.proc.stdout is not None
         deadline = time.monotonic() + READY_BOUND
@@ -243,6 +248,39 @@ async def test_a_call_past_the_grace_is_cancelled_with_worker_shutdown(
     assert code == 0, short_grace.stderr()
     assert stopped < 5  # the 500 ms grace, not the 10 s tool
     assert_server_gone(short_grace)
+
+
+async def test_ctrl_c_stops_the_worker_first_and_its_server_after(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C signals the whole foreground process group. The embedded server is not in it: it
+    keeps serving while the worker drains (the call in flight gets its reply), and is stopped after,
+    so the worker never sees its own server vanish (no reconnect warnings, no reconnect delay)."""
+    grace = 1.0
+    (tmp_path / "worker.yaml").write_text(f"shutdown_grace: {grace:g}s\n")
+    served = start(tmp_path, new_session=True)
+    try:
+        client = await connect(served)
+        try:
+            task = asyncio.create_task(call(client, 0.5, "in-flight"))
+            await served.wait_stderr("sleep 'in-flight'", 1)
+            signalled = time.monotonic()
+            os.killpg(served.proc.pid, signal.SIGINT)
+            result = await asyncio.wait_for(task, 10)
+            code = await served.wait_exit(10)
+            stopped = time.monotonic() - signalled
+        finally:
+            await client.close()
+    finally:
+        served.stop()
+    stderr = served.stderr()
+    assert result["callId"] == "in-flight"
+    assert result["status"] == "success"
+    assert code == 0, stderr
+    assert stopped < grace + 1
+    for word in ("WARNING", "reconnect", "disconnected", "Traceback"):
+        assert word not in stderr
+    assert_server_gone(served)
 
 
 def test_a_signal_during_start_up_stops_the_embedded_server_too(tmp_path: Path) -> None:
