@@ -108,7 +108,8 @@ async def serve(
 
     Graceful shutdown: stop taking messages (a message already received is never dropped), let
     running calls finish within `shutdown_grace`, cancel the rest (WORKER_SHUTDOWN), refuse what
-    had not started (SHUTTING_DOWN), close sinks, drain the connection.
+    had not started (SHUTTING_DOWN), close sinks, drain the connection, then stop the embedded
+    server, which the terminal's Ctrl-C does not reach (`EmbeddedNatsServer`).
     """
     stop = stop or asyncio.Event()
     stats = ConnectionStats()
@@ -136,7 +137,7 @@ async def serve(
         if client is None:
             _LOGGER.info("stopped while connecting")
             return stats
-        stack.push_async_callback(_close, client)
+        stack.push_async_callback(_close, client, stats)
         # Now that the server's max_payload is known, before anything subscribes (wire.md 1).
         check_command_limits(worker.tools, client.max_payload)
         binding = worker.nats_binding(
@@ -158,7 +159,6 @@ async def serve(
         await stop.wait()
         _LOGGER.info("shutting down")
         await binding.stop(options.shutdown_grace)
-        stats.closing = True
     return stats
 
 
@@ -242,6 +242,8 @@ def _with(options: ServeOptions, connect_options: dict[str, Any]) -> ServeOption
     return ServeOptions(**{**options.__dict__, "connect_options": connect_options})
 
 
-async def _close(client: Client) -> None:
+async def _close(client: Client, stats: ConnectionStats) -> None:
+    # On every way out, a failed start included: the drain's own disconnect is not news.
+    stats.closing = True
     with contextlib.suppress(Exception):
         await client.drain()
