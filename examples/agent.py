@@ -5,8 +5,8 @@ While a worker serves the repository (`make run` in the repository root), run fr
     python examples/agent.py        # the virtualenv's python: .venv/bin/python examples/agent.py
 
 It connects the way `interaction-worker call` does (`--nats-url`, else `INTERACTION_NATS_URL`, else the
-file's `nats.url`, else the embedded server recorded in the data directory, else
-nats://127.0.0.1:4222), then acts and observes as an agent would: it reads `README.md` and
+file's `nats.url`, else the embedded server recorded in the data directory, the nearest `.interaction/`, else
+nats://127.0.0.1:4222), from any directory of the project, then acts and observes as an agent would: it reads `README.md` and
 `pyproject.toml` through `read_text` tool calls, printing each observation, and delivers a short
 summary through `interaction.output.deliver`, printing the receipt. Every printed line is one JSON
 object. Exit code 0 when every step succeeded, 1 otherwise, 2 for bad usage or configuration.
@@ -19,22 +19,24 @@ import os
 import sys
 import tomllib
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from interaction_worker import ConfigurationError
-from interaction_worker.config import load_settings, nats_connect_options
-from interaction_worker.embedded import read_embedded_credentials
+from interaction_worker.client import (
+    ConnectError,
+    Target,
+    connect,
+    find_project,
+    resolve_target,
+)
 from interaction_worker.subscribers import subject_key
 
-DEFAULT_URL = "nats://127.0.0.1:4222"
 FILES = ("README.md", "pyproject.toml")
 EVENT_WAIT = 5.0  # seconds to wait for an observation once the result has come
 
@@ -43,27 +45,12 @@ class StepFailed(Exception):
     """One step of the loop did not succeed; the message is one line for stderr."""
 
 
-@dataclass(frozen=True)
-class Target:
-    url: str
-    options: dict[str, Any]
-    prefix: str
-
-
-def resolve_target(args: argparse.Namespace) -> Target:
-    """Where the worker is, by the command line's precedence (config.md section 3)."""
-    settings = load_settings(
-        args.config, env=os.environ
-    )  # applies INTERACTION_NATS_URL
-    prefix = args.prefix or settings.subjects.prefix
-    url = args.nats_url or settings.nats.url
-    if url is not None:
-        return Target(url, nats_connect_options(os.environ), prefix)
-    embedded = read_embedded_credentials(args.data_dir or settings.data_dir)
-    if embedded is not None:
-        embedded_url, token = embedded
-        return Target(embedded_url, {"token": token}, prefix)
-    return Target(DEFAULT_URL, nats_connect_options(os.environ), prefix)
+def resolve(args: argparse.Namespace) -> Target:
+    """Where the worker is, found as the command line finds it (config.md section 3)."""
+    project = find_project(args.config, env=os.environ, data_dir=args.data_dir)
+    return resolve_target(
+        project, os.environ, nats_url=args.nats_url, prefix=args.prefix
+    )
 
 
 def emit(value: Any) -> None:
@@ -148,18 +135,9 @@ def summarize(texts: dict[str, str]) -> str:
 
 async def agent(args: argparse.Namespace, target: Target) -> None:
     try:
-        async with asyncio.timeout(5):
-            client = await nats.connect(
-                target.url,
-                name="interaction-worker-agent-example",
-                allow_reconnect=False,
-                connect_timeout=2,
-                **target.options,
-            )
-    except Exception as error:
-        raise StepFailed(
-            f"cannot connect to NATS at {target.url}: {type(error).__name__}"
-        ) from None
+        client = await connect(target, name="interaction-worker-agent-example")
+    except ConnectError as error:
+        raise StepFailed(str(error)) from None
     try:
         texts: dict[str, str] = {}
         for path in FILES:
@@ -193,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=75.0, help="seconds per step")
     args = parser.parse_args(argv)
     try:
-        target = resolve_target(args)
+        target = resolve(args)
     except ConfigurationError as error:
         for line in str(error).splitlines():
             print(f"agent: {line}", file=sys.stderr)

@@ -5,6 +5,9 @@ Against any nats-server with JetStream (`nats-server -js`, or a worker's embedde
 
     python examples/ui_fanout.py --nats-url nats://127.0.0.1:4222
 
+It finds the server as `interaction-worker call` does, so with `make run` serving, no option is needed;
+a `--nats-url` naming the embedded server uses its token.
+
 It serves a worker of its own in this process, under a fresh subject prefix, whose sink is a fan-out
 (policy `all`) of three sinks:
 
@@ -34,6 +37,7 @@ import json
 import os
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -42,8 +46,9 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy, StreamConfig
 from nats.js.errors import NotFoundError
 
-from interaction_worker import InteractionWorker
-from interaction_worker.config import nats_connect_options
+from interaction_worker import ConfigurationError, InteractionWorker
+from interaction_worker.client import ConnectError, Target, find_project, resolve_target
+from interaction_worker.client import connect as connect_target
 from interaction_worker.sinks import FanoutSink, JetStreamSink, NatsSink
 
 STREAM = "UI_FANOUT_DEMO"
@@ -83,9 +88,9 @@ async def ensure_stream(client: Client) -> None:
         )
 
 
-async def replay(url: str, run: str, count: int) -> list[str]:
+async def replay(target: Target, run: str, count: int) -> list[str]:
     """A UI that connects now: an ordered consumer replays this run's deliveries from the start."""
-    client = await connect(url)
+    client = await connect(target)
     try:
         js = client.jetstream()
         subscription = await js.subscribe(
@@ -100,24 +105,19 @@ async def replay(url: str, run: str, count: int) -> list[str]:
         await client.close()
 
 
-async def connect(url: str) -> Client:
-    return await nats.connect(
-        url,
-        **nats_connect_options(
-            os.environ
-        ),  # credentials from INTERACTION_NATS_* (config.md)
-        max_reconnect_attempts=2,
-        connect_timeout=5,
-    )
+async def connect(target: Target) -> Client:
+    # As the command line connects: credentials from INTERACTION_NATS_*, else the embedded
+    # server's token when the URL is the one recorded in the data directory (config.md 3).
+    return await connect_target(target, name="ui-fanout-example")
 
 
-async def demo(url: str, count: int) -> bool:
+async def demo(target: Target, count: int) -> bool:
     run = uuid.uuid4().hex[:12]
     prefix = f"demo-{run}"
     worker_client, chat_client, log_client = (
-        await connect(url),
-        await connect(url),
-        await connect(url),
+        await connect(target),
+        await connect(target),
+        await connect(target),
     )
     chat, log = LiveUi("chat"), LiveUi("log")
     try:
@@ -162,7 +162,7 @@ async def demo(url: str, count: int) -> bool:
         for ui in (chat, log):
             await ui.wait_for(count)
             emit({"ui": ui.name, "received": ui.received})
-        replayed = await replay(url, run, count)
+        replayed = await replay(target, run, count)
         emit({"ui": "late", "replayed": replayed})
         expected = [f"{run}-{n}" for n in range(count)]
         return accepted and chat.received == log.received == replayed == expected
@@ -177,15 +177,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--nats-url",
-        default=os.environ.get("INTERACTION_NATS_URL") or "nats://127.0.0.1:4222",
-        help="the server (default: INTERACTION_NATS_URL, else nats://127.0.0.1:4222)",
+        help="the server (default: as `interaction-worker call` finds it: "
+        "INTERACTION_NATS_URL, the file's nats.url, the embedded server in the nearest "
+        ".interaction/, else nats://127.0.0.1:4222)",
     )
+    parser.add_argument(
+        "--config", type=Path, help="the YAML file (default: the nearest worker.yaml)"
+    )
+    parser.add_argument("--data-dir", type=Path, help="the embedded server's directory")
     parser.add_argument("--count", type=int, default=3, help="deliveries to send")
     args = parser.parse_args(argv)
     if args.count < 1:
         parser.error("--count must be at least 1")
     try:
-        ok = asyncio.run(demo(args.nats_url, args.count))
+        project = find_project(args.config, env=os.environ, data_dir=args.data_dir)
+        target = resolve_target(project, os.environ, nats_url=args.nats_url)
+    except ConfigurationError as error:
+        print(f"ui_fanout: {error}", file=sys.stderr)
+        return 2
+    try:
+        ok = asyncio.run(demo(target, args.count))
+    except ConnectError as error:
+        print(f"ui_fanout: {error}", file=sys.stderr)
+        return 1
     except (OSError, TimeoutError, nats.errors.Error) as error:
         print(f"ui_fanout: {type(error).__name__}: {error}", file=sys.stderr)
         return 1

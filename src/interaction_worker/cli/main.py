@@ -1,0 +1,69 @@
+"""The entry point: parse, run one command, and turn every failure into an exit code and one line."""
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from ..client import ConnectError, RequestError
+from ..embedded import EmbeddedServerError
+from ..errors import ConfigurationError, RegistrationError
+from ..service import ServeError
+from . import requests, serve
+from .output import UsageError
+from .parser import EXIT_FAILED, EXIT_USAGE, Handler, build_parser
+
+# What a process killed by SIGPIPE reports in a shell (128 + 13): `cmd | head -1`.
+EXIT_BROKEN_PIPE = 141
+
+HANDLERS: dict[str, Handler] = {
+    "run": serve.run,
+    "schema": serve.schema,
+    "check-config": serve.check_config,
+    "call": requests.call,
+    "tools": requests.tools,
+    "mcp discover": requests.mcp_discover,
+    "mcp invoke": requests.mcp_invoke,
+    "deliver": requests.deliver,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`| head -1`): end quietly, as other Unix tools do. Python would
+        # report the same error again when it flushes stdout at exit, so stdout goes nowhere now.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = build_parser(HANDLERS)
+    # argparse stops collecting `k=v` arguments at the first option (`call grep --timeout 5
+    # pattern=x`): the ones after it come back unrecognised and join the others.
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        if not hasattr(args, "arguments") or any(e.startswith("-") for e in extras):
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        args.arguments = [*args.arguments, *extras]
+    try:
+        return int(args.handler(args))
+    except (UsageError, ConfigurationError, RegistrationError) as error:
+        _fail(args, error)
+        return EXIT_USAGE
+    except (ConnectError, RequestError, EmbeddedServerError, ServeError) as error:
+        _fail(args, error)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_FAILED
+
+
+def _fail(args: argparse.Namespace, error: Exception) -> None:
+    if getattr(args, "debug", False):
+        logging.getLogger("interaction_worker").exception("failed")
+    lines = str(error).splitlines() or [type(error).__name__]
+    for line in lines:
+        print(f"interaction-worker: {line}", file=sys.stderr)

@@ -1,0 +1,221 @@
+"""The client commands: one request to the serving worker, its answer printed as JSON lines."""
+
+import argparse
+import asyncio
+import json
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..client import Answer, connect, find_project, request, resolve_target
+from ..contracts.keys import subject_key
+from .output import UsageError, emit, is_terminal, table
+from .parser import EXIT_FAILED, EXIT_OK
+
+CLIENT_NAME = "interaction-worker-cli"
+
+
+async def _round_trip(
+    args: argparse.Namespace, subject: str, body: dict[str, Any], events: list[str]
+) -> Answer:
+    project = find_project(args.config, env=os.environ, data_dir=args.data_dir)
+    target = resolve_target(
+        project, os.environ, nats_url=args.nats_url, prefix=args.prefix
+    )
+    connection = await connect(target, name=CLIENT_NAME)
+    try:
+        return await request(
+            connection,
+            subject.format(p=target.prefix),
+            body,
+            wait=args.timeout,
+            events=[event.format(p=target.prefix) for event in events],
+        )
+    finally:
+        await connection.close()
+
+
+def _ask(
+    args: argparse.Namespace,
+    subject: str,
+    body: dict[str, Any],
+    events: Sequence[str] = (),
+) -> Answer:
+    return asyncio.run(_round_trip(args, subject, body, list(events)))
+
+
+def parse_arguments(items: Sequence[str]) -> dict[str, Any]:
+    """httpie style: `k=v` is a string, `k:=JSON` a JSON value."""
+    arguments: dict[str, Any] = {}
+    for item in items:
+        name, json_sep, raw = item.partition(":=")
+        if json_sep and "=" not in name:
+            try:
+                arguments[name] = json.loads(raw)
+            except json.JSONDecodeError:
+                raise UsageError(f"{name}:= needs a JSON value") from None
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"arguments are k=v or k:=JSON, not {item!r}")
+        arguments[name] = value
+    return arguments
+
+
+def _id(args: argparse.Namespace) -> str:
+    """`--id`, or a fresh UUID when it is not given; given empty, it is a mistake, not a default."""
+    if args.id is None:
+        return str(uuid.uuid4())
+    if not args.id:
+        raise UsageError("--id must not be empty (leave it out for a fresh UUID)")
+    return str(args.id)
+
+
+def _tool_call(args: argparse.Namespace) -> dict[str, Any]:
+    """The `call` object of `call` and `mcp invoke`: `--id` (or a fresh UUID), the tool, its arguments."""
+    return {
+        "id": _id(args),
+        "name": args.tool,
+        "arguments": parse_arguments(args.arguments),
+    }
+
+
+def call(args: argparse.Namespace) -> int:
+    if args.help:
+        if args.tool is None:
+            print(args.format_help(), end="", flush=True)
+            return EXIT_OK
+        return _describe(args, args.tool)
+    if args.tool is None:
+        raise UsageError("call needs a TOOL (`interaction-worker tools` lists them)")
+    body = {"call": _tool_call(args)}
+    observation = f"{{p}}.tool.observation.{subject_key(body['call']['id'])}"
+    answer = _ask(args, "{p}.tool.call", body, [observation])
+    return _print_result(answer, answer.reply)
+
+
+def _print_result(answer: Answer, result: Mapping[str, Any]) -> int:
+    emit(answer.reply)
+    if answer.is_error:
+        return EXIT_FAILED
+    for event in answer.events:
+        emit(event)
+    return EXIT_OK if result.get("status") == "success" else EXIT_FAILED
+
+
+def tools(args: argparse.Namespace) -> int:
+    """A table on a terminal, one JSON definition per line otherwise."""
+    body = {} if args.name is None else {"name": args.name}
+    answer = _ask(args, "{p}.tool.list", body)
+    if answer.is_error:
+        emit(answer.reply)
+        return EXIT_FAILED
+    definitions: list[dict[str, Any]] = answer.reply.get("tools", [])
+    if args.json or not is_terminal():
+        for definition in definitions:
+            emit(definition)
+    elif args.name is not None:
+        print(tool_help(definitions[0]), flush=True)
+    else:
+        rows = [
+            (d["name"], ",".join(d.get("effects") or ()), d.get("description") or "")
+            for d in definitions
+        ]
+        print(table(("TOOL", "EFFECTS", "DESCRIPTION"), rows), flush=True)
+    return EXIT_OK
+
+
+def _describe(args: argparse.Namespace, name: str) -> int:
+    answer = _ask(args, "{p}.tool.list", {"name": name})
+    if answer.is_error:
+        raise UsageError(f"{name}: {answer.error_message}")
+    print(tool_help(answer.reply["tools"][0]), flush=True)
+    return EXIT_OK
+
+
+def tool_help(definition: Mapping[str, Any]) -> str:
+    """One tool as `call TOOL --help` shows it: what it does and each argument."""
+    name = definition["name"]
+    lines = [f"usage: interaction-worker call {name} [k=v | k:=JSON]..."]
+    if definition.get("description"):
+        lines += ["", str(definition["description"])]
+    if definition.get("effects"):
+        lines.append(f"effects: {', '.join(definition['effects'])}")
+    schema = definition.get("inputSchema") or {}
+    properties: Mapping[str, Any] = schema.get("properties") or {}
+    required = set(schema.get("required") or ())
+    if not properties:
+        lines += ["", "arguments: none declared"]
+        return "\n".join(lines)
+    rows = []
+    for argument, spec in properties.items():
+        kind = _type_text(spec if isinstance(spec, Mapping) else {})
+        if argument in required:
+            kind += ", required"
+        elif isinstance(spec, Mapping) and "default" in spec:
+            kind += f", default {json.dumps(spec['default'])}"
+        about = spec.get("description", "") if isinstance(spec, Mapping) else ""
+        rows.append((f"  {argument}", kind, str(about)))
+    lines += ["", table(("arguments:", "", ""), rows)]
+    lines += [
+        "",
+        "k=v passes a string; k:=JSON any JSON value (k:=5, k:=true, k:='[\"a\"]').",
+    ]
+    return "\n".join(lines)
+
+
+def _type_text(spec: Mapping[str, Any]) -> str:
+    if "enum" in spec:
+        return "one of " + "|".join(str(v) for v in spec["enum"])
+    kind = spec.get("type", "any")
+    if isinstance(kind, list):
+        kind = " or ".join(str(k) for k in kind)
+    if kind == "array" and isinstance(spec.get("items"), Mapping):
+        return f"array of {_type_text(spec['items'])}"
+    return str(kind)
+
+
+def mcp_discover(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"operation": "discover"}
+    if args.server is not None:
+        body["server"] = args.server
+    answer = _ask(args, "{p}.mcp.call", body)
+    emit(answer.reply)
+    return EXIT_FAILED if answer.is_error else EXIT_OK
+
+
+def mcp_invoke(args: argparse.Namespace) -> int:
+    call = _tool_call(args)
+    body = {"operation": "invoke", "server": args.server, "call": call}
+    observation = f"{{p}}.mcp.observation.{subject_key(call['id'])}"
+    answer = _ask(args, "{p}.mcp.call", body, [observation])
+    result = answer.reply.get("result", {}) if not answer.is_error else {}
+    return _print_result(answer, result if isinstance(result, dict) else {})
+
+
+def deliver(args: argparse.Namespace) -> int:
+    if args.text is not None:
+        content: Any = args.text
+    else:
+        try:
+            content = json.loads(args.content)
+        except json.JSONDecodeError:
+            raise UsageError("--content needs a JSON value") from None
+    body: dict[str, Any] = {
+        "deliveryId": _id(args),
+        "message": {"role": args.role, "content": content},
+    }
+    artifacts = []
+    for item in args.artifact:
+        name, sep, uri = item.partition("=")
+        if not sep or not name or not uri:
+            raise UsageError(f"--artifact is NAME=URI, not {item!r}")
+        artifacts.append({"name": name, "reference": {"uri": uri}})
+    if artifacts:
+        body["artifacts"] = artifacts
+    answer = _ask(args, "{p}.output.deliver", body)
+    emit(answer.reply)
+    if answer.is_error:
+        return EXIT_FAILED
+    return EXIT_OK if answer.reply.get("status") == "accepted" else EXIT_FAILED

@@ -1,0 +1,100 @@
+"""The commands that need no worker: `run` serves one, `schema` and `check-config` print documents."""
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import yaml
+
+from .. import service
+from ..app import build_worker, serve_options
+from ..asyncapi import ASYNCAPI_FILE, asyncapi_document, asyncapi_text
+from ..config import Settings, load_settings
+from ..event_loop import LoopUnavailable
+from ..schema import wire_schemas, write_schemas
+from ..worker import InteractionWorker
+from .output import UsageError, emit
+from .parser import EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # the MCP SDK's HTTP client
+    settings = load_settings(args.config, env=os.environ)
+    if args.nats_url:
+        settings = replace(settings, nats=replace(settings.nats, url=args.nats_url))
+    if args.data_dir:
+        settings = replace(settings, data_dir=args.data_dir.resolve())
+    if settings.durable.enabled:
+        raise UsageError(
+            "durable.enabled: durable mode is not available in this version"
+        )
+    code = _import_app(args.app) if args.app else None
+    worker = build_worker(settings, code)
+    options = serve_options(settings, os.environ, port=args.port)
+
+    def ready(url: str) -> None:
+        print(f"ready {url}", flush=True)
+
+    try:
+        service.run(worker, options, loop=args.loop, ready=ready)
+    except LoopUnavailable as error:
+        raise UsageError(f"--loop {args.loop}: {error}") from None
+    return EXIT_OK
+
+
+def _import_app(spec: str) -> InteractionWorker:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise UsageError(f"APP must be module:attribute, not {spec!r}")
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise UsageError(f"cannot import {module_name}: {error}") from None
+    value = getattr(module, attribute, None)
+    if callable(value) and not isinstance(value, InteractionWorker):
+        value = value()
+    if not isinstance(value, InteractionWorker):
+        raise UsageError(f"{spec} is not an InteractionWorker")
+    return value
+
+
+def schema(args: argparse.Namespace) -> int:
+    """Without `--out`, one JSON document: every schema by name, and `asyncapi`."""
+    if args.out is None:
+        documents: dict[str, object] = dict(wire_schemas())
+        documents["asyncapi"] = asyncapi_document()
+        sys.stdout.write(
+            json.dumps(documents, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        )
+        sys.stdout.flush()
+        return EXIT_OK
+    out: Path = args.out
+    try:
+        written = write_schemas(out)
+        document = out / ASYNCAPI_FILE
+        document.write_text(asyncapi_text(), encoding="utf-8")
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise UsageError(f"--out {out}: cannot write there: {reason.lower()}") from None
+    for path in [*written, document]:
+        emit({"wrote": str(path)})
+    return EXIT_OK
+
+
+def check_config(args: argparse.Namespace) -> int:
+    settings: Settings = load_settings(args.file, env=os.environ)
+    sys.stdout.write(yaml.safe_dump(settings.effective(), sort_keys=False))
+    sys.stdout.flush()
+    return EXIT_OK
