@@ -129,6 +129,10 @@ class InteractionWorker:
             call, self.sandbox, context=context, trusted_json=trusted_json
         )
 
+    def bounds_own_time(self, name: str) -> bool:
+        """Whether the tool `name` ends its calls in time by itself, so `tool_timeout` is not armed."""
+        return self.tools.bounds_own_time(name)
+
     def list_tools(self, request: object) -> ToolList:
         """`P.tool.list`: `{}` → the tools served and granted; `{"name"}` → that one tool."""
         try:

@@ -24,6 +24,7 @@ from interaction_worker.errors import (
     NotFound,
     PermissionDenied,
 )
+from interaction_worker.tools import READ_ONLY_COMMANDS, read_only_command_tools
 
 LOOKUP_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -211,6 +212,63 @@ def test_constructor_registers_in_order_and_rejects_duplicates() -> None:
     with pytest.raises(RegistrationError) as caught:
         ToolRegistry([Bare("a"), Lookup("a")])
     assert str(caught.value) == "Invalid or duplicate tool: a"
+
+
+# --- bounds_own_time ----------------------------------------------------------------------------
+
+
+class OwnTime(Bare):
+    def __init__(self, name: str = "own", bounds_own_time: Any = True) -> None:
+        super().__init__(name)
+        self.bounds_own_time = bounds_own_time
+
+
+@pytest.mark.parametrize(
+    ("tool", "expected"),
+    [
+        pytest.param(OwnTime(), True, id="declared-true"),
+        pytest.param(OwnTime(bounds_own_time=False), False, id="declared-false"),
+        # Opting out of tool_timeout takes an explicit True, not any truthy value.
+        pytest.param(OwnTime(bounds_own_time=1), False, id="truthy-not-true"),
+        pytest.param(OwnTime(bounds_own_time="yes"), False, id="string"),
+        pytest.param(Bare("own"), False, id="not-declared"),
+    ],
+)
+def test_bounds_own_time_is_what_the_tool_declared(tool: Any, expected: bool) -> None:
+    registry = ToolRegistry([tool])
+    assert registry.bounds_own_time("own") is expected
+
+
+def test_bounds_own_time_is_false_for_an_unknown_name() -> None:
+    registry = ToolRegistry([OwnTime()])
+    assert registry.bounds_own_time("other") is False
+    assert ToolRegistry().bounds_own_time("own") is False
+
+
+def test_bounds_own_time_follows_unregister_and_re_registration() -> None:
+    registry = ToolRegistry()
+    unregister = registry.register(OwnTime())
+    assert registry.bounds_own_time("own") is True
+    assert unregister() is True
+    assert registry.bounds_own_time("own") is False
+    registry.register(Bare("own"))
+    assert registry.bounds_own_time("own") is False
+    assert unregister() is False  # the stale handle leaves the new tool's flag alone
+    registry.register(OwnTime("again"))
+    assert registry.bounds_own_time("again") is True
+
+
+def test_bounds_own_time_is_read_at_registration() -> None:
+    tool = OwnTime(bounds_own_time=False)
+    registry = ToolRegistry([tool])
+    tool.bounds_own_time = True
+    assert registry.bounds_own_time("own") is False
+
+
+def test_the_read_only_commands_bound_their_own_time() -> None:
+    registry = ToolRegistry(read_only_command_tools())
+    assert all(registry.bounds_own_time(name) for name in READ_ONLY_COMMANDS)
+    assert registry.names() == list(READ_ONLY_COMMANDS)
 
 
 # --- list ---------------------------------------------------------------------------------------

@@ -35,7 +35,11 @@ class RegisteredTool(Protocol):
     """Any object of this shape is a tool.
 
     Optional attributes, read when present: `description`, `effects` (read / write / execute /
-    network), `requires_approval`, `idempotent`.
+    network), `requires_approval`, `idempotent`, `bounds_own_time`.
+
+    `bounds_own_time = True` says the tool ends every call in time by itself (as the read-only
+    commands do, by `tools.commands.timeout`): the worker's `tool_timeout` does not cancel it. It is
+    read once, when the tool is registered.
     """
 
     @property
@@ -79,6 +83,8 @@ class ToolRegistry:
 
     def __init__(self, tools: Sequence[RegisteredTool] = ()) -> None:
         self._tools: dict[str, RegisteredTool] = {}
+        # Asked on every bus call before it runs: a set lookup, not a getattr on the tool.
+        self._bounding_own_time: set[str] = set()
         for tool in tools:
             self.register(tool)
 
@@ -92,14 +98,21 @@ class ToolRegistry:
         ):
             raise RegistrationError(f"Invalid or duplicate tool: {name}")
         self._tools[name] = tool
+        if getattr(tool, "bounds_own_time", False) is True:
+            self._bounding_own_time.add(name)
 
         def unregister() -> bool:
             if self._tools.get(name) is tool:
                 del self._tools[name]
+                self._bounding_own_time.discard(name)
                 return True
             return False
 
         return unregister
+
+    def bounds_own_time(self, name: str) -> bool:
+        """Whether the tool registered as `name` declared `bounds_own_time = True`; False for an unknown name."""
+        return name in self._bounding_own_time
 
     def get(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name)

@@ -88,6 +88,8 @@ class Nodes(Protocol):
         self, request: object
     ) -> McpDiscoverOutput | McpInvokeOutput: ...
 
+    def bounds_own_time(self, name: str) -> bool: ...
+
     def observe(self, request: object) -> Observation: ...
 
     def list_tools(self, request: object) -> ToolList: ...
@@ -347,12 +349,18 @@ class MessageHandler:
     async def _call_tool(
         self, body: dict[str, Any], identifier: str | None
     ) -> dict[str, Any]:
-        """The tool's result as its wire document (see `InteractionWorker.call_tool_document`)."""
+        """The tool's result as its wire document (see `InteractionWorker.call_tool_document`).
+
+        A tool that bounds its own time runs without the `tool_timeout` deadline."""
         timeout = self.tool_timeout
         context = None
         deadline = None
         if timeout is not None:
-            deadline = asyncio.get_running_loop().time() + timeout
+            requested = body.get("call")
+            # The body is not validated yet: a name that is not a string fails in the call itself.
+            name = requested.get("name") if type(requested) is dict else None
+            if type(name) is not str or not self.worker.bounds_own_time(name):
+                deadline = asyncio.get_running_loop().time() + timeout
         if identifier is not None:
             context = ToolContext(identifier, self.worker.sandbox, deadline=deadline)
         call = self.worker.call_tool_document(body, context=context, trusted_json=True)

@@ -5,12 +5,12 @@ a timeout is `status: "timeout"` with COMMAND_TIMEOUT, a program missing on the 
 with COMMAND_UNAVAILABLE, and output the executor stopped at its limit is a truncated `success`
 with `exitCode: null` (our own kill is never COMMAND_EXIT_NONZERO).
 
-A command's time is bounded by its executor's timeout (`tools.commands.timeout`) alone: the worker's
-`tool_timeout` governs the other tools (config.md), and its cancellation does not stop a command.
+A command's time is bounded by its executor's timeout (`tools.commands.timeout`) alone: the tools
+declare `bounds_own_time`, so the worker's `tool_timeout`, which governs the other tools (config.md),
+is not armed for them.
 """
 
-import asyncio
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,7 @@ class ReadOnlyCommandTool:
     effects = ("read", "execute")
     requires_approval = False
     idempotent = True
+    bounds_own_time = True  # the executor's timeout ends every run (COMMAND_TIMEOUT)
 
     def __init__(self, spec: CommandSpec, limits: CommandLimits) -> None:
         self.name = spec.name
@@ -74,36 +75,8 @@ class ReadOnlyCommandTool:
         self, arguments: dict[str, Any], context: ToolContext
     ) -> dict[str, Any]:
         line = self._build(arguments)
-        run = context.sandbox.run(self.name, line.args, paths=line.paths)
-        result = await _through_tool_timeout(run, context.deadline)
+        result = await context.sandbox.run(self.name, line.args, paths=line.paths)
         return command_outcome(self.name, line.args, result, self.limits)
-
-
-async def _through_tool_timeout(
-    run: Coroutine[object, object, CommandResult], deadline: float | None
-) -> CommandResult:
-    """Await `run` through the cancellation the worker sends at the call's `tool_timeout` deadline.
-
-    The worker keeps the result of a tool that finishes after that cancellation, and the executor's
-    own timeout still ends the command (COMMAND_TIMEOUT). Any other cancellation stops the command
-    before it goes on: one before the deadline (a shutdown, say) or a second one.
-    """
-    if deadline is None:
-        return await run
-    loop = asyncio.get_running_loop()
-    command = loop.create_task(run)
-    try:
-        return await asyncio.shield(command)
-    except asyncio.CancelledError:
-        if loop.time() < deadline:
-            command.cancel()
-            # The process group is killed before the cancellation goes on; how the run ended no
-            # longer matters, but is retrieved, or asyncio would log it as never retrieved.
-            await asyncio.wait((command,))
-            if not command.cancelled():
-                command.exception()
-            raise
-    return await command  # a second cancellation reaches the command itself
 
 
 def read_only_command_tools(
