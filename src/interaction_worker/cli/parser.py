@@ -24,20 +24,34 @@ class Parser(argparse.ArgumentParser):
 def _common(sub: argparse.ArgumentParser, *, client_side: bool) -> None:
     where = "the nearest worker.yaml" if client_side else "./worker.yaml"
     sub.add_argument(
-        "--config", type=Path, help=f"the YAML file (default: {where}, if any)"
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help=f"the YAML file (default: {where}, if any)",
     )
-    sub.add_argument("--nats-url", help="connect here instead of the configured server")
+    sub.add_argument(
+        "--nats-url",
+        metavar="URL",
+        help="connect here instead of the configured server",
+    )
     sub.add_argument(
         "--data-dir",
         type=Path,
+        metavar="DIR",
         help="the embedded server's directory"
         + (" (default: the nearest .interaction/)" if client_side else ""),
     )
     sub.add_argument("--debug", action="store_true", help="tracebacks on errors")
     if client_side:
-        sub.add_argument("--prefix", help="the subject prefix (default: the file's)")
         sub.add_argument(
-            "--timeout", type=float, default=75.0, help="seconds to wait (75)"
+            "--prefix", metavar="P", help="the subject prefix (default: the file's)"
+        )
+        sub.add_argument(
+            "--timeout",
+            type=float,
+            default=75.0,
+            metavar="S",
+            help="seconds to wait (75)",
         )
 
 
@@ -61,13 +75,17 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
         "app", nargs="?", help="a worker built in code, as module:attribute"
     )
     run.add_argument(
-        "--port", type=int, help="the embedded server's port (0: any free one)"
+        "--port",
+        type=int,
+        metavar="N",
+        help="the embedded server's port (0: any free one)",
     )
     run.add_argument(
         "--loop",
         choices=LOOP_NAMES,
+        metavar="NAME",
         default="auto",
-        help="the event loop (auto: uvloop when installed, else asyncio)",
+        help="the event loop: auto (uvloop when installed, else asyncio), asyncio or uvloop",
     )
     _common(run, client_side=False)
 
@@ -79,7 +97,7 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
     )
     call.add_argument("tool", nargs="?", help="the tool's name (`tools` lists them)")
     call.add_argument("arguments", nargs="*", help="k=v (a string) or k:=JSON")
-    call.add_argument("--id", help="the call id (default: a fresh UUID)")
+    call.add_argument("--id", metavar="ID", help="the call id (default: a fresh UUID)")
     call.add_argument(
         "-h",
         "--help",
@@ -109,14 +127,14 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
         help="list the tools of one server or all",
         description="list the tools of one server or all",
     )
-    discover.add_argument("--server", help="one server (default: all)")
+    discover.add_argument("--server", metavar="NAME", help="one server (default: all)")
     _common(discover, client_side=True)
     discover.set_defaults(handler=handlers["mcp discover"])
     invoke = mcp_commands.add_parser(
         "invoke", help="call one MCP tool", description="call one MCP tool"
     )
-    invoke.add_argument("server")
-    invoke.add_argument("tool")
+    invoke.add_argument("server", help="the MCP server's name")
+    invoke.add_argument("tool", help="the tool's name (`mcp discover` lists them)")
     invoke.add_argument("arguments", nargs="*", help="k=v (a string) or k:=JSON")
     invoke.add_argument("--id", help="the call id (default: a fresh UUID)")
     _common(invoke, client_side=True)
@@ -124,10 +142,17 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
 
     deliver = command("deliver", "send one delivery; print the receipt")
     deliver.add_argument("--id", help="the delivery id (default: a fresh UUID)")
-    deliver.add_argument("--role", default="assistant", help="(assistant)")
+    deliver.add_argument(
+        "--role",
+        default="assistant",
+        metavar="ROLE",
+        help="the message role (assistant)",
+    )
     content = deliver.add_mutually_exclusive_group(required=True)
-    content.add_argument("--text", help="the message text")
-    content.add_argument("--content", help="the message content as JSON")
+    content.add_argument("--text", metavar="TEXT", help="the message text")
+    content.add_argument(
+        "--content", metavar="JSON", help="the message content as JSON"
+    )
     deliver.add_argument(
         "--artifact", action="append", default=[], metavar="NAME=URI", help="repeatable"
     )
@@ -138,12 +163,14 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
         "the JSON Schemas and the AsyncAPI document: one JSON document on stdout, "
         "or files in --out",
     )
-    schema.add_argument("--out", type=Path, help="write the files to this directory")
+    schema.add_argument(
+        "--out", type=Path, metavar="DIR", help="write the files to this directory"
+    )
     schema.add_argument("--debug", action="store_true", help="tracebacks on errors")
 
     check = command(
         "check-config", "validate a file; print the effective configuration"
     )
-    check.add_argument("file", type=Path)
+    check.add_argument("file", type=Path, help="the YAML file to check")
     check.add_argument("--debug", action="store_true", help="tracebacks on errors")
     return parser
