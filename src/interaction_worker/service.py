@@ -55,6 +55,10 @@ class ConnectionStats:
     slow_consumers: int = 0
     disconnects: int = 0
     closing: bool = False  # our own drain disconnects too: not worth a warning
+    connected: bool = False
+    # Before the first connection, failed attempts are only remembered: the start either succeeds
+    # or fails with one line that names the last of them.
+    first_error: Exception | None = None
 
 
 async def connect(url: str, options: ServeOptions, stats: ConnectionStats) -> Client:
@@ -66,6 +70,9 @@ async def connect(url: str, options: ServeOptions, stats: ConnectionStats) -> Cl
             _LOGGER.warning(
                 "slow consumer on %s: the client dropped a message", error.subject
             )
+        elif not stats.connected:
+            stats.first_error = stats.first_error or error
+            _LOGGER.debug("NATS connection attempt failed: %s", type(error).__name__)
         else:
             _LOGGER.warning("NATS connection error: %s", type(error).__name__)
 
@@ -79,7 +86,7 @@ async def connect(url: str, options: ServeOptions, stats: ConnectionStats) -> Cl
         _LOGGER.info("reconnected to NATS")
 
     async with asyncio.timeout(options.connect_timeout):
-        return await nats.connect(
+        client = await nats.connect(
             url,
             name=options.name,
             error_cb=error_cb,
@@ -94,6 +101,8 @@ async def connect(url: str, options: ServeOptions, stats: ConnectionStats) -> Cl
             skip_subject_validation=True,
             **options.connect_options,
         )
+    stats.connected = True
+    return client
 
 
 async def serve(
@@ -233,9 +242,20 @@ async def _connect_unless_stopped(
             if isinstance(error, TimeoutError)
             else type(error).__name__
         )
+        if stats.first_error is not None:
+            reason += f" ({_connect_failure(stats.first_error)})"
         raise ServeError(
             f"cannot connect to NATS at {_without_credentials(url)}: {reason}"
         ) from None
+
+
+def _connect_failure(error: Exception) -> str:
+    text = str(error).lower()
+    if "authorization" in text:
+        return "the server refused the credentials"
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    return type(error).__name__
 
 
 def _with(options: ServeOptions, connect_options: dict[str, Any]) -> ServeOptions:
