@@ -305,10 +305,11 @@ def test_a_signal_while_connecting_stops_at_once(tmp_path: Path) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as closed:
         closed.bind(("127.0.0.1", 0))
         nobody = closed.getsockname()[1]
-    served = launch(tmp_path, "--nats-url", f"nats://127.0.0.1:{nobody}")
+    # With --debug, each failed attempt is logged: the sign that run is connecting.
+    served = launch(tmp_path, "--nats-url", f"nats://127.0.0.1:{nobody}", "--debug")
     try:
         deadline = time.monotonic() + READY_BOUND
-        while "NATS connection error" not in served.stderr():
+        while "NATS connection attempt failed" not in served.stderr():
             if served.proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"run is not connecting: {served.stderr()}")
             time.sleep(0.02)
