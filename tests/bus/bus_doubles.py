@@ -138,7 +138,8 @@ class Fails:
 
 
 class Big:
-    """Returns `size` characters of text."""
+    """Returns `size` characters of text; with `twice`, the same text as structuredContent too, as
+    servers that duplicate their content do."""
 
     name = "big"
     input_schema = OBJECT_SCHEMA
@@ -147,7 +148,14 @@ class Big:
         return None
 
     async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
-        return {"status": "success", "content": "x" * int(arguments["size"])}
+        text = "x" * int(arguments["size"])
+        if arguments.get("twice"):
+            return {
+                "status": "success",
+                "content": text,
+                "structuredContent": {"text": text},
+            }
+        return {"status": "success", "content": text}
 
 
 class Secret(Echo):

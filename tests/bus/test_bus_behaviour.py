@@ -964,6 +964,50 @@ async def test_tool_result_too_large_for_the_server_becomes_a_failed_result(
     assert header(result, "Interaction-Error-Code") == "RESULT_TOO_LARGE"
 
 
+async def test_a_result_that_fits_is_kept_and_only_its_observation_is_shortened(
+    serve: Serve, small_server_url: str
+) -> None:
+    """Content given twice (text and structuredContent) is three times in the observation: the
+    result fits, the observation does not (wire.md 1)."""
+    served = await serve(Kit().worker(), url=small_server_url)
+    bus = served.bus
+
+    sent = await bus.send(
+        "tool", tool_call("twice-1", "big", {"size": 2800, "twice": True})
+    )
+    reply = await bus.reply(sent)
+    result, observation = await bus.wait(bus.is_event, 2)
+    observed = await bus.request("observe", {"result": decode(result)})
+
+    body = decode(reply)
+    assert body["status"] == "success"
+    assert body["content"] == "x" * 2800
+    assert body["structuredContent"] == {"text": "x" * 2800}
+    assert decode(result) == body
+    shortened = decode(observation)
+    omitted = re.fullmatch(
+        r"Content omitted \((\d+) bytes\): see the result event",
+        shortened["message"]["content"],
+    )
+    assert omitted is not None
+    size = int(omitted[1])
+    assert size > SMALL_PAYLOAD - 2048 > len(observation.data)
+    assert shortened == {
+        "callId": "twice-1",
+        "source": "big",
+        "status": "success",
+        "message": {
+            "role": "tool",
+            "name": "big",
+            "content": shortened["message"]["content"],
+        },
+        "metadata": {"truncated": True},
+    }
+    assert header(observation, "Interaction-Status") == "success"
+    # P.observe has no result event to point at: the same result is refused there.
+    assert decode(observed)["error"]["code"] == "RESULT_TOO_LARGE"
+
+
 async def test_copied_trace_headers_count_against_max_payload(
     serve: Serve, small_server_url: str
 ) -> None:

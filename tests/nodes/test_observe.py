@@ -21,6 +21,7 @@ from interaction_worker.errors import InvalidInput
 from interaction_worker.nodes import (
     observation_document,
     observe_request,
+    shortened_observation,
     wire_observation,
 )
 
@@ -634,3 +635,47 @@ def test_the_wire_document_path_publishes_the_same_bytes_as_the_models(
     assert to_json(observation) == observe_request({"result": raw}).to_json()
     assert observation_document(model) == observation
     assert raw == raw_before
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        pytest.param(None, {"truncated": True}, id="absent"),
+        pytest.param({"attempt": 2}, {"attempt": 2, "truncated": True}, id="object"),
+        pytest.param("plain", {"truncated": True}, id="not-an-object"),
+    ],
+)
+def test_a_shortened_observation_points_at_the_result_and_keeps_the_rest(
+    metadata: Any, expected: dict[str, Any]
+) -> None:
+    result: dict[str, Any] = {
+        "callId": "c-1",
+        "source": "files:read",
+        "status": "failed",
+        "content": "text",
+        "structuredContent": {"text": "text"},
+        "references": [{"uri": "file://a"}],
+        "error": {"code": "E", "message": "m"},
+    }
+    if metadata is not None:
+        result["metadata"] = metadata
+    observation = wire_observation(result)
+
+    shortened = shortened_observation(observation, 12345)
+
+    assert shortened == {
+        "callId": "c-1",
+        "source": "files:read",
+        "status": "failed",
+        "message": {
+            "role": "tool",
+            "name": "files:read",
+            "content": "Content omitted (12345 bytes): see the result event",
+        },
+        "error": {"code": "E", "message": "m"},
+        "metadata": expected,
+    }
+    Observation.model_validate(shortened)
+    assert observation["structuredContent"] == {
+        "text": "text"
+    }  # the original is not changed

@@ -7,6 +7,7 @@ from .observe import (
     observe_external_result,
     observe_request,
     observe_validated_result,
+    shortened_observation,
     wire_observation,
 )
 from .output import OutputSink, deliver_output, output_receipt, output_request
@@ -35,6 +36,7 @@ __all__ = [
     "observe_validated_result",
     "output_receipt",
     "output_request",
+    "shortened_observation",
     "tool_definition",
     "wire_observation",
 ]

@@ -93,3 +93,26 @@ def _content_parts(content: Any) -> list[Any]:
     ):
         return list(content)
     return [{"type": "json", "data": content}]
+
+
+def shortened_observation(observation: dict[str, Any], size: int) -> dict[str, Any]:
+    """The observation event of a result whose observation does not fit (wire.md 1): its content
+    replaced by a pointer to the result event, which carries it all, and marked `truncated`.
+
+    `size` is the byte size of the observation that did not fit. Metadata that is not an object
+    cannot carry the mark and is replaced by it."""
+    shortened = {
+        key: value
+        for key, value in observation.items()
+        if key not in ("structuredContent", "references")
+    }
+    message = dict(observation["message"])
+    message["content"] = f"Content omitted ({size} bytes): see the result event"
+    shortened["message"] = message
+    metadata = observation.get("metadata")
+    shortened["metadata"] = (
+        {**metadata, "truncated": True}
+        if isinstance(metadata, dict)
+        else {"truncated": True}
+    )
+    return shortened

@@ -37,7 +37,13 @@ from ..errors import (
     InvalidJson,
     ResultTooLarge,
 )
-from ..nodes import DeliveryContext, Sandbox, ToolContext, wire_observation
+from ..nodes import (
+    DeliveryContext,
+    Sandbox,
+    ToolContext,
+    shortened_observation,
+    wire_observation,
+)
 from .deadlines import Deadlines
 from .envelope import (
     JSON_HEADERS,
@@ -443,18 +449,20 @@ class MessageHandler:
         trace: dict[str, str],
         operation: str | None,
     ) -> list[Publish]:
-        """`result` is a validated result's wire document: serialised as it is, and observed."""
+        """`result` is a validated result's wire document: serialised as it is, and observed.
+
+        The result must fit (its reply and its event), else it becomes RESULT_TOO_LARGE; its
+        observation, which repeats the content, is shortened when it alone does not (wire.md 1)."""
         result_json = to_json(result)
-        observation_json = to_json(wire_observation(result))
         reply_json = (
             b'{"operation":"invoke","result":' + result_json + b"}"
             if operation == "invoke"
             else result_json
         )
-        largest = max(len(reply_json), len(observation_json))
         # Event headers are bounded (the raw id is at most 256 code points); 2 KiB covers them, besides
         # the trace headers copied from the request, which are as long as the client made them.
-        if largest + 2048 + (headers_size(trace) if trace else 0) > self._room():
+        room = self._room() - 2048 - (headers_size(trace) if trace else 0)
+        if len(reply_json) > room:
             too_large = check.external_result(
                 {
                     "callId": result["callId"],
@@ -465,12 +473,22 @@ class MessageHandler:
                         "message": "The result is larger than the server's max_payload",
                         "retryable": False,
                     },
-                    "metadata": {"size": largest, "limit": self.max_payload},
+                    "metadata": {"size": len(reply_json), "limit": self.max_payload},
                 }
             )
             return self._result_publishes(
                 family, too_large.to_wire(), key, target, trace, operation
             )
+        observation = wire_observation(result)
+        observation_json = to_json(observation)
+        if len(observation_json) > room:
+            shortened = shortened_observation(observation, len(observation_json))
+            observation_json = to_json(shortened)
+            if (
+                len(observation_json) > room
+            ):  # metadata as large as the room: only the mark stays
+                shortened["metadata"] = {"truncated": True}
+                observation_json = to_json(shortened)
         error = result.get("error")
         call_id = result["callId"]
         prefix = self.subjects.prefix
