@@ -107,7 +107,8 @@ mcp:
       args: ["-m", "some_mcp_server"]
       env: {}                  # added to a minimal environment; nothing else is inherited
       cwd: null
-      timeout: 30s
+      timeout: 1s              # per call
+      connect_timeout: 45s     # spawning and initialising the session, not bounded by `timeout`
       required: true           # false: the worker starts without it and reconnects in the background
       restart_backoff: {initial: 500ms, max: 30s}   # reconnecting or respawning a lost server
     docs:
@@ -262,7 +263,8 @@ def test_the_documented_example_parses(tmp_path: Path) -> None:
             args=("-m", "some_mcp_server"),
             env={},
             cwd=None,
-            timeout=30.0,
+            timeout=1.0,
+            connect_timeout=45.0,
             required=True,
             restart_backoff=BackoffSettings(initial=0.5, max=30.0),
         ),
@@ -391,6 +393,7 @@ def test_an_mcp_stdio_server_takes_its_defaults_and_a_relative_cwd() -> None:
                 env={"LOG": "debug"},
                 cwd=Path("/srv/servers/files"),
                 timeout=30.0,
+                connect_timeout=30.0,
                 required=False,
                 restart_backoff=BackoffSettings(initial=1.0, max=30.0),
             )
@@ -793,6 +796,32 @@ PROBLEMS = [
         id="backoff-order",
     ),
     pytest.param(
+        {
+            "mcp": {
+                "servers": {
+                    "f": {"transport": "stdio", "command": "c", "connect_timeout": 0}
+                }
+            }
+        },
+        "mcp.servers.f.connect_timeout must be a duration such as 500ms, 30s or 24h",
+        id="connect-timeout-number",
+    ),
+    pytest.param(
+        {
+            "mcp": {
+                "servers": {
+                    "f": {
+                        "transport": "http",
+                        "url": "http://h/mcp",
+                        "connect_timeout": "0s",
+                    }
+                }
+            }
+        },
+        "mcp.servers.f.connect_timeout must be a positive duration such as 500ms, 30s or 24h",
+        id="connect-timeout-zero",
+    ),
+    pytest.param(
         {"mcp": {"servers": {"a.b": {"transport": "ws"}}}},
         'mcp.servers."a.b".transport must be one of stdio, http',
         id="dotted-server-name-is-quoted",
@@ -1075,6 +1104,9 @@ def test_effective_renders_plain_yaml_with_durations_as_strings(tmp_path: Path) 
         "initial": "500ms",
         "max": "30s",
     }
+    files, docs = effective["mcp"]["servers"].values()
+    assert (files["timeout"], files["connect_timeout"]) == ("1s", "45s")
+    assert (docs["timeout"], docs["connect_timeout"]) == ("30s", "30s")
     assert effective["output"]["sinks"][1] == {
         "type": "nats",
         "name": "ui",

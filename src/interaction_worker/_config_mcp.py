@@ -62,6 +62,7 @@ def _server(s: Section, base_dir: Path) -> McpServerSettings | None:
     if not s.has("transport"):
         s.fail("transport", "must be one of stdio, http")
     timeout = s.duration("timeout", 30.0)
+    connect_timeout = s.duration("connect_timeout", 30.0)
     required = s.boolean("required", True)
     backoff = _backoff(s)
     if transport == "stdio":
@@ -82,6 +83,7 @@ def _server(s: Section, base_dir: Path) -> McpServerSettings | None:
                 "cwd", None, lambda v: None if v is None else resolve_path(v, base_dir)
             ),
             timeout=timeout,
+            connect_timeout=connect_timeout,
             required=required,
             restart_backoff=backoff,
         )
@@ -102,6 +104,7 @@ def _server(s: Section, base_dir: Path) -> McpServerSettings | None:
                 value_rule="must be an environment variable name",
             ),
             timeout=timeout,
+            connect_timeout=connect_timeout,
             required=required,
             restart_backoff=backoff,
         )

@@ -105,6 +105,8 @@ class McpServerSettings:
     url: str | None = None
     headers_env: dict[str, str] = field(default_factory=dict)  # header -> variable name
     timeout: float = 30.0
+    # Its own bound, not `timeout`: a server's start may take longer than any one call should.
+    connect_timeout: float = 30.0
     required: bool = True
     restart_backoff: BackoffSettings = field(default_factory=BackoffSettings)
 
@@ -280,6 +282,7 @@ def _server(server: McpServerSettings) -> dict[str, Any]:
         out["url"] = server.url
         out["headers_env"] = dict(server.headers_env)
     out["timeout"] = format_duration(server.timeout)
+    out["connect_timeout"] = format_duration(server.connect_timeout)
     out["required"] = server.required
     out["restart_backoff"] = {
         "initial": format_duration(server.restart_backoff.initial),

@@ -50,5 +50,6 @@ def connection_from_settings(
         transport,
         timeout=settings.timeout,
         required=settings.required,
+        connect_timeout=settings.connect_timeout,
         backoff=(backoff.initial, backoff.max),
     )

@@ -37,7 +37,7 @@ class McpServerConnection:
         required: when True, `start()` fails if the first connection fails; when False, the worker
             starts without the server and the connection keeps trying in the background.
         backoff: the first and the longest delay, in seconds, between connection attempts.
-        connect_timeout: seconds a connection attempt (spawn and handshake) may take; default `timeout`.
+        connect_timeout: seconds a connection attempt (spawn and handshake) may take; default 30.
     """
 
     def __init__(
@@ -54,7 +54,7 @@ class McpServerConnection:
         self.timeout = timeout
         self.required = required
         self.backoff = backoff
-        self.connect_timeout = connect_timeout or timeout
+        self.connect_timeout = 30.0 if connect_timeout is None else connect_timeout
         self._transport = transport
         self._client: SdkMcpClient | None = None
         self._lost: anyio.Event | None = None
