@@ -4,6 +4,8 @@ Each node method takes a request body as a JSON value (or its model) and returns
 raises an `InteractionWorkerError` whose code is the wire's; the bus bindings call these methods.
 """
 
+import asyncio
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,7 +23,13 @@ from .contracts import (
 )
 from .contracts import validation as check
 from .contracts._base import WireModel
-from .errors import ConfigurationError, InvalidInput, NotFound
+from .errors import (
+    ConfigurationError,
+    InvalidInput,
+    McpClientError,
+    McpUnavailable,
+    NotFound,
+)
 from .nodes import (
     DeliveryContext,
     McpClient,
@@ -36,6 +44,8 @@ from .nodes import (
 )
 from .subscribers import MessageHandler, NatsBinding, Subjects, build_router
 
+_LOGGER = logging.getLogger("interaction_worker.mcp")
+
 DEFAULT_MAX_PAYLOAD = (
     1024 * 1024
 )  # nats-server's default, for the router (no connection yet)
@@ -48,6 +58,28 @@ OUTPUT_NODE = "INTERACTION.OUTPUT"
 
 def _body(value: object) -> object:
     return value.to_wire() if isinstance(value, WireModel) else value
+
+
+async def _close(resource: object) -> None:
+    """`aclose()` or `close()`, awaited when it returns an awaitable; nothing without either."""
+    close = getattr(resource, "aclose", None) or getattr(resource, "close", None)
+    if close is None:
+        return
+    outcome = close()
+    if hasattr(outcome, "__await__"):
+        await outcome
+
+
+def _start_failure(failures: list[BaseException]) -> BaseException:
+    """The one exception a failed start raises for the MCP clients that failed (in registration order)."""
+    for failure in failures:
+        if not isinstance(
+            failure, Exception
+        ):  # a cancellation or an interrupt comes first
+            return failure
+    if len(failures) > 1 and all(isinstance(f, McpClientError) for f in failures):
+        return McpUnavailable("; ".join(str(failure) for failure in failures))
+    return failures[0]
 
 
 class InteractionWorker:
@@ -165,25 +197,56 @@ class InteractionWorker:
         return [self.output, *(self.mcp.clients() if self.mcp else ())]
 
     async def astart(self, client: Client) -> None:
-        """Start what the worker holds that has `async start(client)`: sinks that publish on the
-        bus get the worker's connection, MCP clients connect to their servers. A resource that
-        cannot start raises, and the start fails."""
-        for resource in self._resources():
-            start = getattr(resource, "start", None)
-            if start is not None:
-                await start(client)
+        """Start what the worker holds that has `async start(client)`: first the sink, which gets
+        the worker's connection to publish on the bus, then the MCP clients, which connect to their
+        servers all at once, so that servers slow to connect (or to fail) cost the start the
+        longest of their bounds rather than their sum.
+
+        Raises:
+            what a resource that cannot start raised. When MCP clients fail, the others, once
+            started, are closed before the start fails, and every failure is named: one failure is
+            raised as it is; several `McpClientError`s become one McpUnavailable whose message is
+            theirs joined with "; ", in the order the servers were registered.
+        """
+        start = getattr(self.output, "start", None)
+        if start is not None:
+            await start(client)
+        if self.mcp is None:
+            return
+        servers = [
+            (name, mcp_client, connect)
+            for name in self.mcp.servers()
+            if (mcp_client := self.mcp.get(name)) is not None
+            and (connect := getattr(mcp_client, "start", None)) is not None
+        ]
+        outcomes = await asyncio.gather(
+            *(connect(client) for _, _, connect in servers), return_exceptions=True
+        )
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        if not failures:
+            return
+        started = [
+            (name, mcp_client)
+            for (name, mcp_client, _), outcome in zip(servers, outcomes, strict=True)
+            if not isinstance(outcome, BaseException)
+        ]
+        closed = await asyncio.gather(
+            *(_close(mcp_client) for _, mcp_client in started), return_exceptions=True
+        )
+        for (name, _), outcome in zip(started, closed, strict=True):
+            if isinstance(outcome, BaseException):
+                # The start's failure is what the caller must hear; this one is only logged.
+                _LOGGER.warning(
+                    "MCP server %s could not be closed after the failed start: %s",
+                    name,
+                    type(outcome).__name__,
+                )
+        raise _start_failure(failures)
 
     async def aclose(self) -> None:
         """Close what the worker holds that has a close: sinks, then MCP clients."""
         for resource in self._resources():
-            close = getattr(resource, "aclose", None) or getattr(
-                resource, "close", None
-            )
-            if close is None:
-                continue
-            outcome = close()
-            if hasattr(outcome, "__await__"):
-                await outcome
+            await _close(resource)
 
     def message_handler(
         self,
