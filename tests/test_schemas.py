@@ -181,6 +181,11 @@ VALID = [
         id="mcp-discover-output",
     ),
     pytest.param(
+        "McpOutput",
+        {"operation": "discover", "capabilities": [], "unavailable": ["web"]},
+        id="mcp-discover-output-with-unavailable-servers",
+    ),
+    pytest.param(
         "McpOutput", {"operation": "invoke", "result": RESULT}, id="mcp-invoke-output"
     ),
     pytest.param(
@@ -320,6 +325,16 @@ INVALID = [
         id="error-retryable-string",
     ),
     pytest.param("McpOutput", {"operation": "invoke"}, id="mcp-output-result-missing"),
+    pytest.param(
+        "McpOutput",
+        {"operation": "discover", "capabilities": [], "unavailable": None},
+        id="mcp-discover-unavailable-null",
+    ),
+    pytest.param(
+        "McpOutput",
+        {"operation": "discover", "capabilities": [], "unavailable": [""]},
+        id="mcp-discover-unavailable-blank-server",
+    ),
     pytest.param(
         "DeadLetter",
         {"subject": "s", "error": {"code": "E"}, "payload": "", "receivedAt": "t"},

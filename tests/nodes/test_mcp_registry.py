@@ -1020,3 +1020,209 @@ async def test_the_worker_refuses_an_unpermitted_server() -> None:
 
 def test_the_double_follows_the_client_protocol() -> None:
     assert isinstance(FakeMcpClient(), McpClient)
+
+
+# --- optional servers in a discover of all servers ---------------------------------------------
+
+
+class OptionalMcpClient(FakeMcpClient):
+    """The double for a server configured `required: false`."""
+
+    required = False
+
+
+class RequiredMcpClient(FakeMcpClient):
+    required = True
+
+
+async def discover_reply(mcp: McpRegistry, **fields: Any) -> dict[str, Any]:
+    output = await mcp.execute({"operation": "discover", **fields}, ALL)
+    assert isinstance(output, McpDiscoverOutput)
+    return output.to_wire()
+
+
+def listed(reply: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(c["server"], c["name"]) for c in reply["capabilities"]]
+
+
+# What an optional server may answer instead of its tools, on its first or its second page.
+UNANSWERED = [
+    pytest.param(McpUnavailable(LEAK), id="down"),
+    pytest.param(McpConnectionLost(LEAK), id="lost"),
+    pytest.param(McpTimeout(LEAK), id="timed-out"),
+    pytest.param(McpProtocolError(LEAK), id="error-answer"),
+    pytest.param(
+        InvalidResult("Invalid MCP inputSchema"), id="page-the-client-refused"
+    ),
+    pytest.param({"tools": None}, id="malformed-page"),
+    pytest.param({"tools": [tool("")]}, id="unnamed-tool"),
+    pytest.param({"tools": [{"name": "a", "inputSchema": []}]}, id="bad-input-schema"),
+    pytest.param({"tools": [], "nextCursor": ""}, id="blank-cursor"),
+]
+
+
+@pytest.mark.parametrize("answer", UNANSWERED)
+@pytest.mark.parametrize("on_page", [1, 2])
+async def test_discover_of_all_names_an_optional_server_that_did_not_answer(
+    answer: Any, on_page: int
+) -> None:
+    first: list[Any] = [page("fetch", cursor="1")] if on_page == 2 else []
+    web = OptionalMcpClient(pages=[*first, answer])
+    mcp = registry(
+        files=FakeMcpClient(pages=[page("read")]),
+        web=web,
+        docs=OptionalMcpClient(pages=[page("search")]),
+    )
+
+    reply = await discover_reply(mcp)
+
+    assert listed(reply) == [("files", "read"), ("docs", "search")]
+    assert reply["unavailable"] == ["web"]
+    assert len(web.cursors) == on_page
+    assert "sk-abc" not in json.dumps(reply)
+
+
+async def test_an_optional_server_that_repeats_a_cursor_is_named() -> None:
+    web = OptionalMcpClient(pages=[page("a", cursor="1"), page("b", cursor="1")])
+    mcp = registry(web=web, files=FakeMcpClient(pages=[page("read")]))
+    reply = await discover_reply(mcp)
+    assert (listed(reply), reply["unavailable"]) == ([("files", "read")], ["web"])
+    assert web.cursors == [None, "1"]
+
+
+async def test_the_reply_has_no_unavailable_servers_when_every_server_answered() -> (
+    None
+):
+    mcp = registry(
+        files=FakeMcpClient(pages=[page("read")]),
+        web=OptionalMcpClient(pages=[page("fetch")]),
+    )
+    assert await discover_reply(mcp) == {
+        "operation": "discover",
+        "capabilities": [
+            {"server": "files", "name": "read", "inputSchema": SCHEMA},
+            {"server": "web", "name": "fetch", "inputSchema": SCHEMA},
+        ],
+    }
+
+
+async def test_every_optional_server_down_leaves_an_empty_list_that_names_them_all() -> (
+    None
+):
+    mcp = registry(
+        web=OptionalMcpClient(pages=[McpUnavailable()]),
+        docs=OptionalMcpClient(pages=[McpTimeout()]),
+    )
+    assert await discover_reply(mcp) == {
+        "operation": "discover",
+        "capabilities": [],
+        "unavailable": ["web", "docs"],
+    }
+
+
+@pytest.mark.parametrize(
+    "required",
+    [
+        pytest.param(FakeMcpClient, id="without-the-attribute"),
+        pytest.param(RequiredMcpClient, id="required-true"),
+    ],
+)
+async def test_a_required_server_that_is_down_still_fails_the_discover_of_all(
+    required: type[FakeMcpClient],
+) -> None:
+    mcp = registry(
+        web=OptionalMcpClient(pages=[McpUnavailable()]),
+        files=required(pages=[McpUnavailable(LEAK)]),
+    )
+    with raises(Unavailable, "MCP server is not connected: files"):
+        await discover(mcp)
+
+
+@pytest.mark.parametrize(
+    ("failure", "kind", "message"),
+    [
+        pytest.param(
+            McpUnavailable(), Unavailable, "MCP server is not connected: web", id="down"
+        ),
+        pytest.param(
+            McpTimeout(), Timeout, "MCP discovery timed out: web", id="timed-out"
+        ),
+        pytest.param(
+            {"tools": None}, InvalidResult, "Invalid MCP tool page", id="malformed"
+        ),
+    ],
+)
+async def test_an_optional_server_discovered_by_name_still_fails(
+    failure: Any, kind: type[InteractionWorkerError], message: str
+) -> None:
+    mcp = registry(web=OptionalMcpClient(pages=[failure]))
+    with raises(kind, message):
+        await discover(mcp, server="web")
+
+
+async def test_the_limits_still_fail_the_request_when_an_optional_server_reaches_them() -> (
+    None
+):
+    mcp = McpRegistry(max_discovery_pages=2)
+    mcp.register("files", FakeMcpClient(pages=[page("read")]))
+    mcp.register("web", OptionalMcpClient(pages=[page("a", cursor="2"), page("b")]))
+    with raises(InvalidResult, "MCP discovery page limit exceeded"):
+        await discover(mcp)
+
+    mcp = McpRegistry(max_capabilities=2)
+    mcp.register("files", FakeMcpClient(pages=[page("read")]))
+    mcp.register("web", OptionalMcpClient(pages=[page("a", "b")]))
+    with raises(InvalidResult, "MCP capability limit exceeded"):
+        await discover(mcp)
+
+
+async def test_the_pages_of_a_server_that_failed_count_and_its_tools_do_not() -> None:
+    def failing() -> OptionalMcpClient:
+        return OptionalMcpClient(pages=[page("a", "b", cursor="2"), McpTimeout()])
+
+    mcp = McpRegistry(max_discovery_pages=2, max_capabilities=2)
+    mcp.register("web", failing())
+    mcp.register("files", FakeMcpClient(pages=[page("read", "stat")]))
+    reply = await discover_reply(mcp)
+    assert (listed(reply), reply["unavailable"]) == (
+        [("files", "read"), ("files", "stat")],
+        ["web"],
+    )
+
+    mcp = McpRegistry(max_discovery_pages=2)
+    mcp.register("web", failing())
+    mcp.register("files", FakeMcpClient(pages=[page("read", cursor="2"), page("x")]))
+    with raises(InvalidResult, "MCP discovery page limit exceeded"):
+        await discover(mcp)
+
+
+async def test_an_optional_server_still_needs_the_sandbox_and_its_other_failures_propagate() -> (
+    None
+):
+    denied = OptionalMcpClient(pages=[page("fetch")])
+    mcp = registry(files=FakeMcpClient(pages=[page("read")]), web=denied)
+    with raises(PermissionDenied, "Permission denied: mcp:web"):
+        await discover(mcp, Sandbox(mcp=["files"]))
+    assert denied.calls == []
+
+    broken = registry(web=OptionalMcpClient(pages=[RuntimeError("bug")]))
+    with pytest.raises(RuntimeError, match="^bug$"):
+        await discover(broken)
+
+
+async def test_the_worker_lists_the_servers_that_answered_and_names_the_others() -> (
+    None
+):
+    worker = InteractionWorker(
+        mcp={
+            "files": FakeMcpClient(pages=[page("read")]),
+            "web": OptionalMcpClient(pages=[McpUnavailable()]),
+        },
+        sandbox=ALL,
+    )
+    discovered = await worker.call_mcp({"operation": "discover"})
+    assert discovered.to_wire() == {
+        "operation": "discover",
+        "capabilities": [{"server": "files", "name": "read", "inputSchema": SCHEMA}],
+        "unavailable": ["web"],
+    }

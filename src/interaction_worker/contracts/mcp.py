@@ -35,8 +35,12 @@ class McpCapability(WireModel):
 
 
 class McpDiscoverOutput(WireModel):
+    """The tools found. `unavailable`: the optional servers that did not answer a discover of all
+    servers, in registration order; absent when every server answered."""
+
     operation: Literal["discover"] = "discover"
     capabilities: list[McpCapability]
+    unavailable: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = None
 
 
 class McpInvokeOutput(WireModel):

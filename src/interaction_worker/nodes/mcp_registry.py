@@ -2,6 +2,12 @@
 
 Discovery pages through each server with a budget of pages and capabilities shared by every server
 of one request; invoke maps the server's answer (and the client's failures) to an ExternalResult.
+
+A discover of all servers goes on without an optional server (a client whose `required` attribute is
+False, as an `McpServerConnection` configured `required: false`) that does not answer: down, timed
+out, answering with an error or with a malformed page. It names it in the reply's `unavailable`
+instead of failing (wire.md section 2); a required server, or a server discovered by name, still fails
+the request.
 """
 
 from collections.abc import Callable, Mapping
@@ -26,6 +32,7 @@ from ..contracts import (
 from ..contracts import validation as check
 from ..errors import (
     ConfigurationError,
+    InteractionWorkerError,
     InvalidInput,
     InvalidResult,
     McpConnectionLost,
@@ -70,7 +77,10 @@ class McpToolResult:
 @runtime_checkable
 class McpClient(Protocol):
     """A connection to one MCP server. Failures are raised as McpUnavailable (nothing sent),
-    McpTimeout, McpConnectionLost (the request may have been received) or McpProtocolError."""
+    McpTimeout, McpConnectionLost (the request may have been received) or McpProtocolError.
+
+    A client may also have `required`: False marks its server optional for a discover of all
+    servers; without the attribute, the server is required."""
 
     async def list_tools(self, cursor: str | None = None) -> Any: ...
 
@@ -215,9 +225,22 @@ class McpRegistry:
         servers = [server] if server is not None else list(self._clients)
         budget = _Budget()
         capabilities: list[McpCapability] = []
+        unavailable: list[str] = []
         for name in servers:
             client = self._client(name, sandbox)
-            capabilities.extend(await self._discover(name, client, budget))
+            listed = budget.capabilities
+            try:
+                capabilities.extend(await self._discover(name, client, budget))
+            except _Unanswered as failure:
+                if server is not None or getattr(client, "required", True) is not False:
+                    raise failure.error from None
+                # Its pages were fetched and count; its tools are not in the reply, so they do not.
+                budget.capabilities = listed
+                unavailable.append(name)
+        if unavailable:
+            return McpDiscoverOutput.trusted(
+                operation="discover", capabilities=capabilities, unavailable=unavailable
+            )
         return McpDiscoverOutput.trusted(
             operation="discover", capabilities=capabilities
         )
@@ -225,6 +248,12 @@ class McpRegistry:
     async def _discover(
         self, server: str, client: McpClient, budget: "_Budget"
     ) -> list[McpCapability]:
+        """The server's tools, page after page.
+
+        Raises:
+            _Unanswered: the server did not answer, or answered what breaks the rules.
+            InvalidResult: the request's limits were reached (they are not the server's failure).
+        """
         found: list[McpCapability] = []
         seen: set[str] = set()
         cursor: str | None = None
@@ -234,13 +263,24 @@ class McpRegistry:
             try:
                 page = await client.list_tools(cursor)
             except (McpUnavailable, McpConnectionLost):
-                raise Unavailable(f"MCP server is not connected: {server}") from None
+                raise _Unanswered(
+                    Unavailable(f"MCP server is not connected: {server}")
+                ) from None
             except McpTimeout:
-                raise Timeout(f"MCP discovery timed out: {server}") from None
+                raise _Unanswered(
+                    Timeout(f"MCP discovery timed out: {server}")
+                ) from None
             except McpProtocolError:
-                raise InvalidResult("MCP server returned an error") from None
+                raise _Unanswered(
+                    InvalidResult("MCP server returned an error")
+                ) from None
+            except InvalidResult as error:  # a page the client itself could not read
+                raise _Unanswered(error) from None
             budget.pages += 1
-            tools, has_cursor, next_cursor = _page(page)
+            try:
+                tools, has_cursor, next_cursor = _page(page)
+            except InvalidResult as error:
+                raise _Unanswered(error) from None
             if budget.capabilities + len(tools) > self.max_capabilities:
                 raise InvalidResult("MCP capability limit exceeded")
             budget.capabilities += len(tools)
@@ -250,10 +290,21 @@ class McpRegistry:
                     return found
                 cursor = nonempty(next_cursor, "MCP cursor")
             except ContractError as error:
-                raise InvalidResult(error.message) from None
+                raise _Unanswered(InvalidResult(error.message)) from None
             if cursor in seen:
-                raise InvalidResult("MCP server repeated a pagination cursor")
+                raise _Unanswered(
+                    InvalidResult("MCP server repeated a pagination cursor")
+                )
             seen.add(cursor)
+
+
+class _Unanswered(Exception):
+    """A server that did not answer a discover: `error` is what it fails the request with, unless
+    the server is optional and the discover is of all servers."""
+
+    def __init__(self, error: InteractionWorkerError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 @dataclass
