@@ -683,6 +683,17 @@ PROBLEMS = [
         id="queue-empty",
     ),
     pytest.param(
+        {"nats": {"inbox_prefix": "_INBOX.>"}},
+        "nats.inbox_prefix must be subject tokens without wildcards, such as _INBOX",
+        id="inbox-prefix-wildcard",
+    ),
+    pytest.param(
+        {"nats": {"inbox_prefix": "replies"}},
+        "nats.inbox_prefix: replies is not under subjects.reply_prefixes (_INBOX.): the "
+        "worker would refuse this package's clients' replies",
+        id="inbox-prefix-outside-reply-prefixes",
+    ),
+    pytest.param(
         {"subjects": {"reply_prefixes": ["_INBOX"]}},
         "subjects.reply_prefixes[0] must be subject tokens ending with a dot, such as _INBOX.",
         id="reply-prefix-without-dot",
@@ -1162,3 +1173,16 @@ def test_durations_are_written_in_the_largest_whole_unit(
     seconds: float, text: str
 ) -> None:
     assert format_duration(seconds) == text
+
+
+def test_the_inbox_prefix_defaults_to_inbox_and_may_name_its_own_reply_prefix() -> None:
+    assert parse_settings(None, base_dir=Path.cwd()).nats.inbox_prefix == "_INBOX"
+    own = parse_settings(
+        {
+            "nats": {"inbox_prefix": "team.inbox"},
+            "subjects": {"reply_prefixes": ["team."]},
+        },
+        base_dir=Path.cwd(),
+    )
+    assert own.nats.inbox_prefix == "team.inbox"
+    assert own.effective()["nats"]["inbox_prefix"] == "team.inbox"

@@ -37,6 +37,8 @@ OutputPolicy = Literal["all", "any"]
 class NatsSettings:
     url: str | None = None  # None: the embedded server
     name: str = "interaction-worker"
+    # Where this package's clients take their reply inboxes; under subjects.reply_prefixes.
+    inbox_prefix: str = "_INBOX"
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,11 @@ class Settings:
         durable = self.durable
         ledger = self.idempotency
         return {
-            "nats": {"url": self.nats.url, "name": self.nats.name},
+            "nats": {
+                "url": self.nats.url,
+                "name": self.nats.name,
+                "inbox_prefix": self.nats.inbox_prefix,
+            },
             "subjects": {
                 "prefix": self.subjects.prefix,
                 "queue": self.subjects.queue,

@@ -63,6 +63,16 @@ def parse_settings(data: object, *, base_dir: Path) -> Settings:
             durable=_durable(top),
             idempotency=_idempotency(top),
         )
+    inbox = settings.nats.inbox_prefix + "."
+    # A check across two keys: only once each is valid on its own.
+    if not problems.lines and not any(
+        inbox.startswith(p) for p in settings.subjects.reply_prefixes
+    ):
+        problems.lines.append(
+            f"nats.inbox_prefix: {settings.nats.inbox_prefix} is not under "
+            f"subjects.reply_prefixes ({', '.join(settings.subjects.reply_prefixes)}): "
+            "the worker would refuse this package's clients' replies"
+        )
     problems.raise_if_any()
     return settings
 
@@ -76,6 +86,12 @@ def _nats(top: Section) -> NatsSettings:
                 "interaction-worker",
                 lambda v: len(v) <= 256 and NAME_CHARS.fullmatch(v) is not None,
                 "must be 1 to 256 letters, digits, - or _ (it is also the NATS service name)",
+            ),
+            inbox_prefix=s.string(
+                "inbox_prefix",
+                "_INBOX",
+                is_subject,
+                "must be subject tokens without wildcards, such as _INBOX",
             ),
         )
 
