@@ -47,7 +47,13 @@ from nats.js.api import DeliverPolicy, StreamConfig
 from nats.js.errors import NotFoundError
 
 from interaction_worker import ConfigurationError, InteractionWorker
-from interaction_worker.client import ConnectError, Target, find_project, resolve_target
+from interaction_worker.client import (
+    ConnectError,
+    InteractionClient,
+    Target,
+    find_project,
+    resolve_target,
+)
 from interaction_worker.client import connect as connect_target
 from interaction_worker.sinks import FanoutSink, JetStreamSink, NatsSink
 
@@ -144,19 +150,19 @@ async def demo(target: Target, count: int) -> bool:
         )  # the sinks publish on the worker's connection
         await binding.start()
 
+        # The agent's side: deliveries sent with the package's client, as an agent would.
+        agent = InteractionClient(chat_client, prefix=prefix, timeout=WAIT)
         accepted = True
         for n in range(count):
             body = {
                 "deliveryId": f"{run}-{n}",
                 "message": {"role": "assistant", "content": f"message {n} of {count}"},
             }
-            reply = await chat_client.request(
-                f"{prefix}.output.deliver", json.dumps(body).encode(), timeout=WAIT
-            )
-            receipt = json.loads(reply.data)
-            accepted = accepted and receipt.get("status") == "accepted"
-            emit({"receipt": receipt})
+            receipt = await agent.deliver(body)
+            accepted = accepted and receipt.status == "accepted"
+            emit({"receipt": receipt.to_wire()})
 
+        await agent.close()
         await binding.stop(WAIT)
         await worker.aclose()
         for ui in (chat, log):

@@ -751,9 +751,7 @@ def test_agent_example_exits_1_when_a_step_fails(custom: Run) -> None:
     assert done.code == 1
     assert done.out == ""
     [line] = done.err.splitlines()
-    assert line == (
-        "agent: interaction.tool.call: PERMISSION_DENIED: Permission denied: tools:read_text"
-    )
+    assert line == "agent: PERMISSION_DENIED: Permission denied: tools:read_text"
 
 
 # --- last: a `run` started with the module, so that its 10 s of retries overlap the tests above ---

@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..client import ConnectError, RequestError
+from ..client import ConnectError, NoWorkerError
 from ..embedded import EmbeddedServerError
 from ..errors import ConfigurationError, RegistrationError
 from ..service import ServeError
@@ -54,7 +54,12 @@ def _main(argv: Sequence[str] | None) -> int:
     except (UsageError, ConfigurationError, RegistrationError) as error:
         _fail(args, error)
         return EXIT_USAGE
-    except (ConnectError, RequestError, EmbeddedServerError, ServeError) as error:
+    except (ConnectError, NoWorkerError, EmbeddedServerError, ServeError) as error:
+        _fail(args, error)
+        return EXIT_FAILED
+    except (
+        TimeoutError
+    ) as error:  # no reply in time: the client's message names the subject
         _fail(args, error)
         return EXIT_FAILED
     except KeyboardInterrupt:

@@ -3,46 +3,42 @@
 import argparse
 import asyncio
 import json
-import os
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from ..client import Answer, connect, find_project, request, resolve_target
-from ..contracts.keys import subject_key
+from ..client import InteractionClient, InteractionRequestError, ToolOutcome
 from .output import UsageError, emit, is_terminal, table
 from .parser import EXIT_FAILED, EXIT_OK
 
 CLIENT_NAME = "interaction-worker-cli"
-
-
-async def _round_trip(
-    args: argparse.Namespace, subject: str, body: dict[str, Any], events: list[str]
-) -> Answer:
-    project = find_project(args.config, env=os.environ, data_dir=args.data_dir)
-    target = resolve_target(
-        project, os.environ, nats_url=args.nats_url, prefix=args.prefix
-    )
-    connection = await connect(target, name=CLIENT_NAME)
-    try:
-        return await request(
-            connection,
-            subject.format(p=target.prefix),
-            body,
-            wait=args.timeout,
-            events=[event.format(p=target.prefix) for event in events],
-        )
-    finally:
-        await connection.close()
+T = TypeVar("T")
 
 
 def _ask(
-    args: argparse.Namespace,
-    subject: str,
-    body: dict[str, Any],
-    events: Sequence[str] = (),
-) -> Answer:
-    return asyncio.run(_round_trip(args, subject, body, list(events)))
+    args: argparse.Namespace, work: Callable[[InteractionClient], Awaitable[T]]
+) -> T:
+    """Connect as the command line finds the worker, run `work`, and close."""
+
+    async def session() -> T:
+        client = await InteractionClient.connect(
+            args.nats_url,
+            args.config,
+            data_dir=args.data_dir,
+            prefix=args.prefix,
+            timeout=args.timeout,
+            name=CLIENT_NAME,
+        )
+        async with client:
+            return await work(client)
+
+    return asyncio.run(session())
+
+
+def _refused(error: InteractionRequestError) -> int:
+    """An error reply, printed as the worker sent it."""
+    emit({"error": {"code": error.code, "message": error.message}})
+    return EXIT_FAILED
 
 
 def parse_arguments(items: Sequence[str]) -> dict[str, Any]:
@@ -89,29 +85,30 @@ def call(args: argparse.Namespace) -> int:
         return _describe(args, args.tool)
     if args.tool is None:
         raise UsageError("call needs a TOOL (`interaction-worker tools` lists them)")
-    body = {"call": _tool_call(args)}
-    observation = f"{{p}}.tool.observation.{subject_key(body['call']['id'])}"
-    answer = _ask(args, "{p}.tool.call", body, [observation])
-    return _print_result(answer, answer.reply)
+    call = _tool_call(args)
+    try:
+        outcome = _ask(
+            args,
+            lambda c: c.call_tool(call["name"], call["arguments"], call_id=call["id"]),
+        )
+    except InteractionRequestError as error:
+        return _refused(error)
+    return _print_outcome(outcome)
 
 
-def _print_result(answer: Answer, result: Mapping[str, Any]) -> int:
-    emit(answer.reply)
-    if answer.is_error:
-        return EXIT_FAILED
-    for event in answer.events:
-        emit(event)
-    return EXIT_OK if result.get("status") == "success" else EXIT_FAILED
+def _print_outcome(outcome: ToolOutcome) -> int:
+    emit(outcome.result.to_wire())
+    emit(outcome.observation.to_wire())
+    return EXIT_OK if outcome.result.status == "success" else EXIT_FAILED
 
 
 def tools(args: argparse.Namespace) -> int:
     """A table on a terminal, one JSON definition per line otherwise."""
-    body = {} if args.name is None else {"name": args.name}
-    answer = _ask(args, "{p}.tool.list", body)
-    if answer.is_error:
-        emit(answer.reply)
-        return EXIT_FAILED
-    definitions: list[dict[str, Any]] = answer.reply.get("tools", [])
+    try:
+        found = _ask(args, lambda c: c.list_tools(args.name))
+    except InteractionRequestError as error:
+        return _refused(error)
+    definitions = [definition.to_wire() for definition in found]
     if args.json or not is_terminal():
         for definition in definitions:
             emit(definition)
@@ -127,10 +124,11 @@ def tools(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace, name: str) -> int:
-    answer = _ask(args, "{p}.tool.list", {"name": name})
-    if answer.is_error:
-        raise UsageError(f"{name}: {answer.error_message}")
-    print(tool_help(answer.reply["tools"][0]), flush=True)
+    try:
+        (definition,) = _ask(args, lambda c: c.list_tools(name))
+    except InteractionRequestError as error:
+        raise UsageError(f"{name}: {error}") from None
+    print(tool_help(definition.to_wire()), flush=True)
     return EXIT_OK
 
 
@@ -177,21 +175,28 @@ def _type_text(spec: Mapping[str, Any]) -> str:
 
 
 def mcp_discover(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"operation": "discover"}
-    if args.server is not None:
-        body["server"] = args.server
-    answer = _ask(args, "{p}.mcp.call", body)
-    emit(answer.reply)
-    return EXIT_FAILED if answer.is_error else EXIT_OK
+    try:
+        found = _ask(args, lambda c: c.mcp_discover(args.server))
+    except InteractionRequestError as error:
+        return _refused(error)
+    emit(found.to_wire())
+    return EXIT_OK
 
 
 def mcp_invoke(args: argparse.Namespace) -> int:
     call = _tool_call(args)
-    body = {"operation": "invoke", "server": args.server, "call": call}
-    observation = f"{{p}}.mcp.observation.{subject_key(call['id'])}"
-    answer = _ask(args, "{p}.mcp.call", body, [observation])
-    result = answer.reply.get("result", {}) if not answer.is_error else {}
-    return _print_result(answer, result if isinstance(result, dict) else {})
+    try:
+        outcome = _ask(
+            args,
+            lambda c: c.mcp_invoke(
+                args.server, call["name"], call["arguments"], call_id=call["id"]
+            ),
+        )
+    except InteractionRequestError as error:
+        return _refused(error)
+    emit({"operation": "invoke", "result": outcome.result.to_wire()})
+    emit(outcome.observation.to_wire())
+    return EXIT_OK if outcome.result.status == "success" else EXIT_FAILED
 
 
 def deliver(args: argparse.Namespace) -> int:
@@ -214,8 +219,9 @@ def deliver(args: argparse.Namespace) -> int:
         artifacts.append({"name": name, "reference": {"uri": uri}})
     if artifacts:
         body["artifacts"] = artifacts
-    answer = _ask(args, "{p}.output.deliver", body)
-    emit(answer.reply)
-    if answer.is_error:
-        return EXIT_FAILED
-    return EXIT_OK if answer.reply.get("status") == "accepted" else EXIT_FAILED
+    try:
+        receipt = _ask(args, lambda c: c.deliver(body))
+    except InteractionRequestError as error:
+        return _refused(error)
+    emit(receipt.to_wire())
+    return EXIT_OK if receipt.status == "accepted" else EXIT_FAILED

@@ -1,6 +1,11 @@
-"""The client side of the bus: finding the worker's server, and one request with its events."""
+"""The client side of the bus: `InteractionClient`, and how a client finds the worker's server."""
 
-from .request import Answer, RequestError, request
+from .interaction import (
+    InteractionClient,
+    InteractionRequestError,
+    NoWorkerError,
+    ToolOutcome,
+)
 from .target import (
     DEFAULT_URL,
     ConnectError,
@@ -14,14 +19,15 @@ from .target import (
 
 __all__ = [
     "DEFAULT_URL",
-    "Answer",
     "ConnectError",
+    "InteractionClient",
+    "InteractionRequestError",
+    "NoWorkerError",
     "Project",
-    "RequestError",
     "Target",
+    "ToolOutcome",
     "connect",
     "find_project",
     "find_upwards",
-    "request",
     "resolve_target",
 ]

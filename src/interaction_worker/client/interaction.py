@@ -1,0 +1,324 @@
+"""`InteractionClient`: the client side of the wire (flows.md 1), over a connected nats-py client.
+
+Every request carries `Interaction-Reply-To: <an inbox of this client>` and its reply is read only
+there, so the client works the same against a core-mode and a durable-mode worker (wire.md 7). The
+message's own reply subject is a sibling of that inbox: a core NATS server answers it with a 503
+status when nobody serves the subject, and a JetStream stream that captured the request with its
+PubAck, which says the call was accepted and nothing more.
+"""
+
+import asyncio
+import itertools
+import json
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, NamedTuple, Self
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from ..contracts import (
+    ExternalResult,
+    McpDiscoverOutput,
+    McpInvokeOutput,
+    Observation,
+    OutputReceipt,
+    OutputRequest,
+    ToolCall,
+    ToolDefinition,
+    ToolList,
+)
+from ..contracts.keys import subject_key
+from .target import connect as connect_target
+from .target import find_project, resolve_target
+
+DEFAULT_TIMEOUT = 75.0
+DEFAULT_INBOX_PREFIX = "_INBOX"
+_ACK = "ack"  # the last token of the publish's own reply subject
+
+
+class InteractionRequestError(Exception):
+    """The worker refused the request: its error reply (wire.md 4)."""
+
+    def __init__(self, code: str, message: str, status: int) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+class NoWorkerError(Exception):
+    """No worker serves the subject (the server answered the request with 503)."""
+
+
+class ToolOutcome(NamedTuple):
+    """A tool call's or MCP invoke's result, and the observation the worker published of it."""
+
+    result: ExternalResult
+    observation: Observation
+
+
+class InteractionClient:
+    """Requests to a serving worker, and their events.
+
+    Args:
+        nc: a connected nats-py client; `InteractionClient.connect` makes one and closes it after.
+        prefix: the worker's subject prefix.
+        timeout: seconds to wait for a reply (and for a call's observation after it).
+        inbox_prefix: where replies come (`nats.inbox_prefix`); must be under the worker's
+            `subjects.reply_prefixes`.
+    """
+
+    def __init__(
+        self,
+        nc: Client,
+        *,
+        prefix: str = "interaction",
+        timeout: float = DEFAULT_TIMEOUT,
+        inbox_prefix: str = DEFAULT_INBOX_PREFIX,
+    ) -> None:
+        self.nc = nc
+        self.prefix = prefix
+        self.timeout = timeout
+        self._inbox = f"{inbox_prefix}.{uuid.uuid4().hex}"
+        self._tokens = itertools.count(1)
+        self._waiting: dict[str, asyncio.Future[Msg]] = {}
+        self._subscription: Subscription | None = None
+        self._owns_connection = False
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str | None = None,
+        config: Path | None = None,
+        *,
+        data_dir: Path | None = None,
+        prefix: str | None = None,
+        # The client's per-request bound, kept for its requests: not a bound of this call.
+        timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109
+        env: Mapping[str, str] | None = None,
+        name: str = "interaction-client",
+    ) -> Self:
+        """Find the worker's server as the command line does (config.md 3) and connect.
+
+        Raises:
+            ConnectError: the server cannot be reached (one line saying what was tried).
+            ConfigurationError: the configuration file is invalid.
+        """
+        env = os.environ if env is None else env
+        project = find_project(config, env=env, data_dir=data_dir)
+        target = resolve_target(project, env, nats_url=url, prefix=prefix)
+        nc = await connect_target(target, name=name)
+        client = cls(
+            nc,
+            prefix=target.prefix,
+            timeout=timeout,
+            inbox_prefix=project.settings.nats.inbox_prefix,
+        )
+        client._owns_connection = True
+        return client
+
+    async def close(self) -> None:
+        """Stop listening for replies; a connection made by `connect` is closed too."""
+        for future in self._waiting.values():
+            future.cancel()
+        self._waiting.clear()
+        if self._subscription is not None:
+            subscription, self._subscription = self._subscription, None
+            if not self.nc.is_closed:
+                await subscription.unsubscribe()
+        if self._owns_connection and not self.nc.is_closed:
+            await self.nc.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- the requests ---------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        call_or_name: ToolCall | str,
+        arguments: Mapping[str, Any] | None = None,
+        /,
+        *,
+        call_id: str | None = None,
+        **more_arguments: Any,
+    ) -> ToolOutcome:
+        """One tool call: `call_tool("read_text", path="README.md")`, or a `ToolCall`."""
+        call = _tool_call(call_or_name, arguments, call_id, more_arguments)
+        reply, observation = await self._ask_with_observation(
+            "tool.call", {"call": call}, f"tool.observation.{subject_key(call['id'])}"
+        )
+        return ToolOutcome(
+            ExternalResult.model_validate_json(reply.data),
+            Observation.model_validate_json(observation.data),
+        )
+
+    async def mcp_invoke(
+        self,
+        server: str,
+        call_or_name: ToolCall | str,
+        arguments: Mapping[str, Any] | None = None,
+        /,
+        *,
+        call_id: str | None = None,
+        **more_arguments: Any,
+    ) -> ToolOutcome:
+        """One call of an MCP server's tool, through the worker."""
+        call = _tool_call(call_or_name, arguments, call_id, more_arguments)
+        body = {"operation": "invoke", "server": server, "call": call}
+        reply, observation = await self._ask_with_observation(
+            "mcp.call", body, f"mcp.observation.{subject_key(call['id'])}"
+        )
+        return ToolOutcome(
+            McpInvokeOutput.model_validate_json(reply.data).result,
+            Observation.model_validate_json(observation.data),
+        )
+
+    async def mcp_discover(self, server: str | None = None) -> McpDiscoverOutput:
+        body: dict[str, Any] = {"operation": "discover"}
+        if server is not None:
+            body["server"] = server
+        reply = await self._ask("mcp.call", body)
+        return McpDiscoverOutput.model_validate_json(reply.data)
+
+    async def observe(self, result: ExternalResult | Mapping[str, Any]) -> Observation:
+        document = (
+            result.to_wire() if isinstance(result, ExternalResult) else dict(result)
+        )
+        reply = await self._ask("observe", {"result": document})
+        return Observation.model_validate_json(reply.data)
+
+    async def deliver(
+        self, request: OutputRequest | Mapping[str, Any]
+    ) -> OutputReceipt:
+        body = (
+            request.to_wire() if isinstance(request, OutputRequest) else dict(request)
+        )
+        reply = await self._ask("output.deliver", body)
+        return OutputReceipt.model_validate_json(reply.data)
+
+    async def list_tools(self, name: str | None = None) -> list[ToolDefinition]:
+        """The tools the worker serves and its sandbox grants; with `name`, that one."""
+        reply = await self._ask("tool.list", {} if name is None else {"name": name})
+        return ToolList.model_validate_json(reply.data).tools
+
+    # --- the wire -------------------------------------------------------------------------------
+
+    async def _ask(self, subject: str, body: Mapping[str, Any]) -> Msg:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._request(subject, body)
+        except TimeoutError:
+            raise self._timeout(subject) from None
+
+    def _timeout(self, subject: str) -> TimeoutError:
+        return TimeoutError(
+            f"no reply on {self.prefix}.{subject} within {self.timeout:g} s"
+        )
+
+    async def _ask_with_observation(
+        self, subject: str, body: Mapping[str, Any], observation_subject: str
+    ) -> tuple[Msg, Msg]:
+        observed: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
+
+        async def on_observation(msg: Msg) -> None:
+            if not observed.done():
+                observed.set_result(msg)
+
+        # Subscribed before the request is sent, so the event cannot be missed.
+        subscription = await self.nc.subscribe(
+            f"{self.prefix}.{observation_subject}", cb=on_observation
+        )
+        try:
+            async with asyncio.timeout(self.timeout):
+                reply = await self._request(subject, body)
+                return reply, await observed
+        except TimeoutError:
+            raise self._timeout(subject) from None
+        finally:
+            await subscription.unsubscribe()
+
+    async def _request(self, subject: str, body: Mapping[str, Any]) -> Msg:
+        await self._listen()
+        token = str(next(self._tokens))
+        inbox = f"{self._inbox}.{token}"
+        future: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = future
+        full_subject = f"{self.prefix}.{subject}"
+        try:
+            await self.nc.publish(
+                full_subject,
+                json.dumps(body, ensure_ascii=False).encode(),
+                reply=f"{inbox}.{_ACK}",
+                headers={"Interaction-Reply-To": inbox},
+            )
+            reply = await future
+        finally:
+            self._waiting.pop(token, None)
+        if reply.headers is not None and reply.headers.get("Status") == "503":
+            raise NoWorkerError(f"no worker is serving {full_subject}")
+        if reply.headers is not None and "Nats-Service-Error" in reply.headers:
+            raise _request_error(reply)
+        return reply
+
+    async def _listen(self) -> None:
+        if self._subscription is None:
+            self._subscription = await self.nc.subscribe(
+                f"{self._inbox}.>", cb=self._on_reply
+            )
+
+    async def _on_reply(self, msg: Msg) -> None:
+        token, _, last = msg.subject[len(self._inbox) + 1 :].partition(".")
+        future = self._waiting.get(token)
+        if future is None or future.done():
+            return
+        if last == _ACK:
+            # The server's "no responders", or a stream's PubAck: only the first ends the wait.
+            if msg.headers is not None and msg.headers.get("Status") == "503":
+                future.set_result(msg)
+            return
+        future.set_result(msg)
+
+
+def _tool_call(
+    call_or_name: ToolCall | str,
+    arguments: Mapping[str, Any] | None,
+    call_id: str | None,
+    more_arguments: Mapping[str, Any],
+) -> dict[str, Any]:
+    if isinstance(call_or_name, ToolCall):
+        if arguments is not None or call_id is not None or more_arguments:
+            raise TypeError("a ToolCall carries its own id and arguments")
+        return call_or_name.to_wire()
+    return {
+        "id": str(uuid.uuid4()) if call_id is None else call_id,
+        "name": call_or_name,
+        "arguments": {**(arguments or {}), **more_arguments},
+    }
+
+
+def _request_error(reply: Msg) -> InteractionRequestError:
+    headers = reply.headers or {}
+    try:
+        error = json.loads(reply.data)["error"]
+        code, message = str(error["code"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        code, message = "UNKNOWN", headers.get("Nats-Service-Error", "")
+    try:
+        status = int(headers.get("Nats-Service-Error-Code", "0"))
+    except ValueError:
+        status = 0
+    return InteractionRequestError(code, message, status)
