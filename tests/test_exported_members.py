@@ -10,6 +10,8 @@ import types
 import pytest
 
 import interaction_worker
+import interaction_worker.client
+import interaction_worker.config
 import interaction_worker.contracts
 import interaction_worker.mcp
 import interaction_worker.nodes
@@ -18,6 +20,8 @@ import interaction_worker.tools
 
 PACKAGES = [
     pytest.param(interaction_worker, id="interaction_worker"),
+    pytest.param(interaction_worker.client, id="client"),
+    pytest.param(interaction_worker.config, id="config"),
     pytest.param(interaction_worker.contracts, id="contracts"),
     pytest.param(interaction_worker.mcp, id="mcp"),
     pytest.param(interaction_worker.nodes, id="nodes"),
@@ -71,7 +75,9 @@ def test_isort_key_orders_constants_classes_then_the_rest() -> None:
     "package",
     [
         pytest.param(interaction_worker, id="interaction_worker"),
-        pytest.param(interaction_worker.contracts, id="contracts"),
+        pytest.param(interaction_worker.client, id="client"),
+    pytest.param(interaction_worker.config, id="config"),
+    pytest.param(interaction_worker.contracts, id="contracts"),
         pytest.param(interaction_worker.mcp, id="mcp"),
         pytest.param(interaction_worker.nodes, id="nodes"),
         pytest.param(interaction_worker.sinks, id="sinks"),

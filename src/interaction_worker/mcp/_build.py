@@ -4,7 +4,7 @@ import os
 from collections.abc import Mapping
 from typing import TextIO
 
-from .._config_model import McpServerSettings
+from ..config.model import McpServerSettings
 from ..errors import ConfigurationError
 from .connection import McpServerConnection
 from .transports import TransportFactory, http_transport, stdio_transport

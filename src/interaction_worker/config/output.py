@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ._config_model import SINK_TYPES, OutputSettings, SinkSettings
-from ._config_values import (
+from .model import SINK_TYPES, OutputSettings, SinkSettings
+from .values import (
     Rule,
     Section,
     is_name,

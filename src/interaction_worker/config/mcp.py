@@ -3,8 +3,8 @@
 from pathlib import Path
 from typing import Any
 
-from ._config_model import BackoffSettings, McpServerSettings, McpSettings
-from ._config_values import (
+from .model import BackoffSettings, McpServerSettings, McpSettings
+from .values import (
     ENV_NAME,
     HEADER_NAME,
     Rule,

@@ -12,7 +12,7 @@ from typing import Any
 
 import nkeys  # type: ignore[import-untyped]
 
-from ._config_values import Problems
+from .values import Problems
 
 CREDS = "INTERACTION_NATS_CREDS"
 NKEY_SEED = "INTERACTION_NATS_NKEY_SEED"

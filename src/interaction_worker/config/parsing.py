@@ -3,8 +3,8 @@
 from pathlib import Path
 from typing import Any
 
-from ._config_mcp import parse_mcp
-from ._config_model import (
+from .mcp import parse_mcp
+from .model import (
     COMMAND_NAMES,
     CommandSettings,
     DurableSettings,
@@ -16,8 +16,8 @@ from ._config_model import (
     ToolSettings,
     WebSearchSettings,
 )
-from ._config_output import parse_output
-from ._config_values import (
+from .output import parse_output
+from .values import (
     NAME_CHARS,
     Problems,
     Rule,

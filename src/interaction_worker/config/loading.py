@@ -1,10 +1,4 @@
-"""The configuration: the YAML file (`worker.yaml`) and the environment (config.md section 1).
-
-`load_settings` finds and reads the file, `parse_settings` validates parsed data, and
-`nats_connect_options` turns the environment's credentials and TLS files into `nats.connect`
-options. Invalid configuration raises `ConfigurationError` with one line per problem, each naming
-its key; no message carries a value from the file or the environment.
-"""
+"""Finding and reading the configuration file, then applying the environment's NATS URL."""
 
 from collections.abc import Mapping
 from dataclasses import replace
@@ -13,55 +7,10 @@ from typing import Any
 
 import yaml
 
-from ._config_env import nats_connect_options
-from ._config_model import (
-    COMMAND_NAMES,
-    DEFAULT_SANDBOX,
-    DEFAULT_TOOLS,
-    BackoffSettings,
-    CommandSettings,
-    DurableSettings,
-    IdempotencySettings,
-    McpServerSettings,
-    McpSettings,
-    NatsSettings,
-    OutputSettings,
-    SandboxSettings,
-    Settings,
-    SinkSettings,
-    SubjectSettings,
-    ToolSettings,
-    WebSearchSettings,
-)
-from ._config_parse import NATS_URL_EXAMPLE, NATS_URL_SCHEMES, parse_settings
-from ._config_values import format_duration, parse_duration, url_problem
-from .errors import ConfigurationError
-
-__all__ = [
-    "COMMAND_NAMES",
-    "DEFAULT_SANDBOX",
-    "DEFAULT_TOOLS",
-    "BackoffSettings",
-    "CommandSettings",
-    "DurableSettings",
-    "IdempotencySettings",
-    "McpServerSettings",
-    "McpSettings",
-    "NatsSettings",
-    "OutputSettings",
-    "SandboxSettings",
-    "Settings",
-    "SinkSettings",
-    "SubjectSettings",
-    "ToolSettings",
-    "WebSearchSettings",
-    "config_path",
-    "format_duration",
-    "load_settings",
-    "nats_connect_options",
-    "parse_duration",
-    "parse_settings",
-]
+from ..errors import ConfigurationError
+from .model import Settings
+from .parsing import NATS_URL_EXAMPLE, NATS_URL_SCHEMES, parse_settings
+from .values import url_problem
 
 CONFIG_ENV = "INTERACTION_CONFIG"
 NATS_URL_ENV = "INTERACTION_NATS_URL"

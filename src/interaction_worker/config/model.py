@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ._config_values import format_duration
+from .values import format_duration
 
 COMMAND_NAMES: tuple[str, ...] = (
     "grep",

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import urlsplit
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 T = TypeVar("T")
 

@@ -1,0 +1,71 @@
+"""The configuration: the YAML file (`worker.yaml`) and the environment (config.md section 1).
+
+`load_settings` finds and reads the file (`loading`), `parse_settings` validates parsed data
+(`parsing`, with the `mcp` and `output` sections in modules of their own, and the value rules in
+`values`) into the `model`, and `nats_connect_options` turns the environment's credentials and TLS
+files into `nats.connect` options (`environment`). Invalid configuration raises `ConfigurationError`
+with one line per problem, each naming its key; no message carries a value from the file or the
+environment.
+"""
+
+from .environment import nats_connect_options
+from .loading import (
+    CONFIG_ENV,
+    DEFAULT_FILE,
+    NATS_URL_ENV,
+    config_path,
+    load_settings,
+)
+from .model import (
+    COMMAND_NAMES,
+    DEFAULT_SANDBOX,
+    DEFAULT_TOOLS,
+    BackoffSettings,
+    CommandSettings,
+    DurableSettings,
+    IdempotencySettings,
+    McpServerSettings,
+    McpSettings,
+    NatsSettings,
+    OutputSettings,
+    SandboxSettings,
+    Settings,
+    SinkSettings,
+    SubjectSettings,
+    ToolSettings,
+    WebSearchSettings,
+)
+from .parsing import NATS_URL_EXAMPLE, NATS_URL_SCHEMES, parse_settings
+from .values import format_duration, parse_duration, url_problem
+
+__all__ = [
+    "COMMAND_NAMES",
+    "CONFIG_ENV",
+    "DEFAULT_FILE",
+    "DEFAULT_SANDBOX",
+    "DEFAULT_TOOLS",
+    "NATS_URL_ENV",
+    "NATS_URL_EXAMPLE",
+    "NATS_URL_SCHEMES",
+    "BackoffSettings",
+    "CommandSettings",
+    "DurableSettings",
+    "IdempotencySettings",
+    "McpServerSettings",
+    "McpSettings",
+    "NatsSettings",
+    "OutputSettings",
+    "SandboxSettings",
+    "Settings",
+    "SinkSettings",
+    "SubjectSettings",
+    "ToolSettings",
+    "WebSearchSettings",
+    "config_path",
+    "format_duration",
+    "load_settings",
+    "nats_connect_options",
+    "parse_duration",
+    "parse_settings",
+    "url_problem",
+]
