@@ -1,0 +1,96 @@
+"""The import rules of docs/architecture.md: a layer never imports a layer above it, the four kinds
+of parts of one layer (subscribers, sinks, tools, mcp) never import each other, and the layers
+below the bus bindings import no NATS client at all."""
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "interaction_worker"
+
+# Bottom to top; a module may import its own top-level part and any part of a lower layer.
+LAYERS: list[set[str]] = [
+    {"contracts"},
+    {"errors", "schema", "asyncapi"},
+    {"config", "embedded", "event_loop"},
+    {"nodes"},
+    {"subscribers", "sinks", "tools", "mcp"},
+    {"worker"},
+    {"service"},
+    {"app"},
+    {"client"},
+    {"cli"},
+    {"__init__"},
+]
+RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
+NO_NATS = {"contracts", "errors", "config", "nodes"}
+NATS_LIBRARIES = {"nats", "faststream"}
+
+
+def part_of(path: Path) -> str:
+    relative = path.relative_to(PACKAGE)
+    return relative.parts[0].removesuffix(".py") if len(relative.parts) else "__init__"
+
+
+def imports_of(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, what) for each import: our top-level part, or an outside library's top name."""
+    relative = path.relative_to(PACKAGE).with_suffix("")
+    package = list(relative.parts[:-1])  # the package this module is in, below ours
+    if path.name == "__init__.py":
+        package = list(relative.parts[:-1])
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, _absolute(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                yield node.lineno, _absolute(node.module or "")
+                continue
+            base = package[: len(package) - node.level + 1]
+            names = (node.module or "").split(".") if node.module else []
+            target = [*base, *names]
+            if target:
+                yield node.lineno, target[0]
+            else:  # `from . import x` at the top of the package
+                for alias in node.names:
+                    yield node.lineno, alias.name
+
+
+def _absolute(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == "interaction_worker":
+        return parts[1] if len(parts) > 1 else "__init__"
+    return "library:" + parts[0]
+
+
+def modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_part_of_the_package_has_a_layer() -> None:
+    parts = {part_of(path) for path in modules()}
+    assert parts - set(RANK) == set(), (
+        "add new parts to LAYERS and docs/architecture.md"
+    )
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_module_imports_only_its_own_part_and_lower_layers(path: Path) -> None:
+    part = part_of(path)
+    wrong = []
+    for line, target in imports_of(path):
+        if target.startswith("library:"):
+            if part in NO_NATS and target.removeprefix("library:") in NATS_LIBRARIES:
+                wrong.append(
+                    f"line {line}: {target.removeprefix('library:')} (no NATS below the bindings)"
+                )
+            continue
+        if target == part or target not in RANK:
+            continue
+        if RANK[target] >= RANK[part]:
+            wrong.append(
+                f"line {line}: {target} (layer {RANK[target]}, this is {RANK[part]})"
+            )
+    assert wrong == [], f"{path.relative_to(PACKAGE)} imports above or beside itself"
