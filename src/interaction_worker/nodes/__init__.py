@@ -1,7 +1,8 @@
 """Transport-free semantics of the four nodes: tool call, MCP call, observe, output."""
 
 from .context import DeliveryContext, ToolContext
-from .mcp_registry import McpClient, McpRegistry, McpToolPage, McpToolResult
+from .mcp_answers import McpToolPage, McpToolResult
+from .mcp_registry import McpClient, McpRegistry
 from .observe import (
     observation_document,
     observe_external_result,

@@ -10,15 +10,12 @@ instead of failing (wire.md section 2); a required server, or a server discovere
 the request.
 """
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
-
-from pydantic import BaseModel
 
 from ..contracts import (
     ContractError,
-    ExternalResult,
     InteractionError,
     McpCapability,
     McpDiscoverInput,
@@ -26,7 +23,6 @@ from ..contracts import (
     McpInvokeInput,
     McpInvokeOutput,
     identifier,
-    json_value,
     nonempty,
 )
 from ..contracts import validation as check
@@ -44,6 +40,7 @@ from ..errors import (
     Timeout,
     Unavailable,
 )
+from .mcp_answers import answer_fields, capability, result_of, tool_page
 from .sandbox import Sandbox
 
 DEFAULT_MAX_DISCOVERY_PAGES = 100
@@ -53,25 +50,6 @@ _MAX_SAFE_INTEGER = 2**53 - 1
 MCP_TOOL_ERROR = InteractionError.trusted(
     code="MCP_TOOL_ERROR", message="MCP tool reported an execution error"
 )
-
-
-@dataclass
-class McpToolPage:
-    """One page of `tools/list`: `next_cursor` None means no more pages ("" is an error)."""
-
-    tools: list[Mapping[str, Any]] = field(default_factory=list)
-    next_cursor: str | None = None
-
-
-@dataclass
-class McpToolResult:
-    """The answer of `tools/call`, in our terms (an McpClient may also return a mapping)."""
-
-    content: Any = None
-    structured_content: Any = None
-    references: list[Any] | None = None
-    is_error: bool | None = None
-    error: Any = None
 
 
 @runtime_checkable
@@ -180,12 +158,12 @@ class McpRegistry:
                 "failed", "MCP_UNAVAILABLE", "MCP server is not connected", True
             )
             return McpInvokeOutput.trusted(
-                operation="invoke", result=_result(outcome, call.id, source, None)
+                operation="invoke", result=result_of(outcome, call.id, source, None)
             )
         except McpTimeout:
             outcome = _failure("timeout", "MCP_TIMEOUT", "MCP call timed out", False)
             return McpInvokeOutput.trusted(
-                operation="invoke", result=_result(outcome, call.id, source, None)
+                operation="invoke", result=result_of(outcome, call.id, source, None)
             )
         except McpConnectionLost:
             outcome = _failure(
@@ -195,16 +173,16 @@ class McpRegistry:
                 False,
             )
             return McpInvokeOutput.trusted(
-                operation="invoke", result=_result(outcome, call.id, source, None)
+                operation="invoke", result=result_of(outcome, call.id, source, None)
             )
         except McpProtocolError:
             outcome = _failure(
                 "failed", "MCP_ERROR", "MCP server returned an error", False
             )
             return McpInvokeOutput.trusted(
-                operation="invoke", result=_result(outcome, call.id, source, None)
+                operation="invoke", result=result_of(outcome, call.id, source, None)
             )
-        fields = _fields(response)
+        fields = answer_fields(response)
         if fields is None:
             raise InvalidResult("Invalid MCP tool result")
         # `isError: null` is a value, not an absent key (wire.md section 1), as in the reference.
@@ -215,7 +193,9 @@ class McpRegistry:
         for key in ("content", "structuredContent", "references", "error"):
             if key in fields:
                 outcome[key] = fields[key]
-        result = _result(outcome, call.id, source, MCP_TOOL_ERROR if is_error else None)
+        result = result_of(
+            outcome, call.id, source, MCP_TOOL_ERROR if is_error else None
+        )
         return McpInvokeOutput.trusted(operation="invoke", result=result)
 
     async def discover(
@@ -278,14 +258,14 @@ class McpRegistry:
                 raise _Unanswered(error) from None
             budget.pages += 1
             try:
-                tools, has_cursor, next_cursor = _page(page)
+                tools, has_cursor, next_cursor = tool_page(page)
             except InvalidResult as error:
                 raise _Unanswered(error) from None
             if budget.capabilities + len(tools) > self.max_capabilities:
                 raise InvalidResult("MCP capability limit exceeded")
             budget.capabilities += len(tools)
             try:
-                found.extend(_capability(server, tool) for tool in tools)
+                found.extend(capability(server, tool) for tool in tools)
                 if not has_cursor:
                     return found
                 cursor = nonempty(next_cursor, "MCP cursor")
@@ -311,105 +291,3 @@ class _Unanswered(Exception):
 class _Budget:
     pages: int = 0
     capabilities: int = 0
-
-
-_SNAKE_FIELDS = {"structured_content": "structuredContent", "is_error": "isError"}
-
-
-def _fields(value: object) -> dict[str, Any] | None:
-    """An McpClient's answer as wire-named fields; None when it is not an object.
-
-    A mapping may use the wire's names or McpToolResult's (config.md section 2); the wire's win.
-    Models inside the answer (an InteractionError, References) become their wire mappings.
-    """
-    if isinstance(value, McpToolResult):
-        fields: dict[str, Any] = {}
-        for key, attribute in (
-            ("content", "content"),
-            ("structuredContent", "structured_content"),
-            ("references", "references"),
-            ("isError", "is_error"),
-            ("error", "error"),
-        ):
-            item = getattr(value, attribute)
-            if item is not None:
-                fields[key] = _plain(item)
-        return fields
-    if isinstance(value, BaseModel):
-        return _dump(value)
-    if isinstance(value, Mapping):
-        fields = {key: _plain(item) for key, item in value.items()}
-        for snake, camel in _SNAKE_FIELDS.items():
-            if snake in fields:
-                fields.setdefault(camel, fields.pop(snake))
-        return fields
-    if isinstance(value, list):
-        return {}
-    return None
-
-
-def _plain(value: object) -> object:
-    """A model, or a list's models, as wire mappings; one level only, so a cycle is left to the
-    JSON check instead of recursing forever."""
-    if isinstance(value, BaseModel):
-        return _dump(value)
-    if isinstance(value, list) and any(isinstance(item, BaseModel) for item in value):
-        return [_dump(item) if isinstance(item, BaseModel) else item for item in value]
-    return value
-
-
-def _dump(model: BaseModel) -> dict[str, Any]:
-    return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
-
-
-def _page(page: object) -> tuple[list[Any], bool, object]:
-    if isinstance(page, McpToolPage):
-        tools: object = page.tools
-        has_cursor, cursor = page.next_cursor is not None, page.next_cursor
-    elif isinstance(page, Mapping):
-        tools = page.get("tools")
-        key = "nextCursor" if "nextCursor" in page else "next_cursor"
-        has_cursor, cursor = key in page, page.get(key)
-    else:
-        raise InvalidResult("Invalid MCP tool page")
-    if not isinstance(tools, list):
-        raise InvalidResult("Invalid MCP tool page")
-    return tools, has_cursor, cursor
-
-
-def _capability(server: str, tool: object) -> McpCapability:
-    fields: Mapping[str, Any] = tool if isinstance(tool, Mapping) else {}
-    name = nonempty(fields.get("name"), "MCP tool name")
-    input_schema = fields.get("inputSchema")
-    if not isinstance(input_schema, dict):
-        raise ContractError("Invalid MCP inputSchema")
-    json_value(input_schema, "MCP inputSchema")
-    built: dict[str, Any] = {
-        "server": server,
-        "name": name,
-        "input_schema": input_schema,
-    }
-    # The reference copies `description` unchecked; only a string can be published as one.
-    if isinstance(fields.get("description"), str):
-        built["description"] = fields["description"]
-    if "outputSchema" in fields:
-        output_schema = fields["outputSchema"]
-        if not isinstance(output_schema, dict):
-            raise ContractError("Invalid MCP outputSchema")
-        json_value(output_schema, "MCP outputSchema")
-        built["output_schema"] = output_schema
-    return McpCapability.trusted(**built)
-
-
-def _result(
-    outcome: dict[str, Any],
-    call_id: str,
-    source: str,
-    fallback: InteractionError | None,
-) -> ExternalResult:
-    try:
-        return check.external_result(
-            {**outcome, "callId": call_id, "source": source}, fallback
-        )
-    except ContractError as error:
-        raise InvalidResult(error.message) from None
