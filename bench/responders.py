@@ -107,7 +107,9 @@ async def serve(args: argparse.Namespace) -> dict[str, Any]:
 
         broker = NatsBroker(args.url)
 
-        @broker.subscriber("bench.fs")
+        max_workers: int | None = args.max_workers
+
+        @broker.subscriber("bench.fs", max_workers=max_workers)
         async def handle(body: Request) -> Result:
             return result_for(body)
 
@@ -172,6 +174,12 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument("--max-pending", type=int, default=1000)
+    parser.add_argument(
+        "--max-workers",
+        type=int,
+        default=None,
+        help="the plain FastStream handler's max_workers (FastStream's default: one at a time)",
+    )
     parser.add_argument(
         "--loop",
         choices=["auto", "asyncio", "uvloop"],

@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import queue
+import shlex
 import shutil
 import signal
 import statistics
@@ -33,7 +34,15 @@ from nats.aio.msg import Msg
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TICK = os.sysconf("SC_CLK_TCK")
+RAW = "raw nats-py + pydantic"
+FASTSTREAM = "plain FastStream handler"
+WORKER = "interaction-worker (nats-py binding)"
+ROUTER = "interaction-worker (FastStream router)"
 RAW_UVLOOP = "raw nats-py + pydantic, on uvloop"
+# For reference, beside the router at 256 in flight: FastStream's own concurrency under the plain
+# handler, and the router without it.
+FASTSTREAM_CONCURRENT = "plain FastStream handler, max_workers=64"
+ROUTER_SEQUENTIAL = "interaction-worker (FastStream router), concurrency 1"
 FIRE_AND_FORGET = "fire-and-forget"
 IO_BOUND = "I/O-bound tool (5 ms), 256 in flight"
 BACKLOG = "backlog, default max_pending"
@@ -57,6 +66,16 @@ class Cell:
     window: int
     extra: tuple[str, ...] = ()
     mode: str | None = None  # else request/reply with `window` in flight
+    name: str | None = None  # the kind's name in `key`, for a variant of a responder
+
+    @property
+    def key(self) -> str:
+        """How `--only` names it: `router/256`, `raw-uvloop/64`, `worker/io`, `raw/ff`."""
+        kind = self.name or self.kind
+        scenario = {FIRE_AND_FORGET: "ff", IO_BOUND: "io"}.get(
+            self.mode or "", str(self.window)
+        )
+        return f"{kind}/{scenario}"
 
 
 # ----------------------------------------------------------------------------- processes
@@ -326,8 +345,16 @@ async def publish_floor(url: str, n: int) -> Figures:
 # ----------------------------------------------------------------------------- scenarios
 
 
-async def run(reps: int, quick: bool) -> tuple[list[Figures], list[list[Figures]]]:
-    """The table's rows (medians), and every repetition's figures (for the paired ratios)."""
+# Measured once, outside the repetitions: the publish floor and the backlog.
+SINGLE_KEYS = ("floor", "backlog")
+
+
+async def run(
+    reps: int, quick: bool, only: frozenset[str] | None = None
+) -> tuple[list[Figures], list[list[Figures]]]:
+    """The table's rows (medians), and every repetition's figures (for the paired ratios).
+
+    `only`: the keys of the cells to measure (`Cell.key`, or `floor`, `backlog`); None: all."""
     n_rr = 5_000 if quick else 20_000
     n_seq = 1_000 if quick else 3_000
     n_ff = 20_000 if quick else 100_000
@@ -335,7 +362,8 @@ async def run(reps: int, quick: bool) -> tuple[list[Figures], list[list[Figures]
     with tempfile.TemporaryDirectory() as tmp:
         server, url = start_server(Path(tmp))
         try:
-            rows.append(await publish_floor(url, n_rr))
+            if only is None or "floor" in only:
+                rows.append(await publish_floor(url, n_rr))
             subjects = {
                 "raw": "bench.raw",
                 "faststream": "bench.fs",
@@ -343,10 +371,10 @@ async def run(reps: int, quick: bool) -> tuple[list[Figures], list[list[Figures]
                 "router": "interaction.tool.call",
             }
             labels = {
-                "raw": "raw nats-py + pydantic",
-                "faststream": "plain FastStream handler",
-                "worker": "interaction-worker (nats-py binding)",
-                "router": "interaction-worker (FastStream router)",
+                "raw": RAW,
+                "faststream": FASTSTREAM,
+                "worker": WORKER,
+                "router": ROUTER,
             }
             # Every repetition measures every cell once, in turn, so a slow phase of a shared host
             # weighs on all responders alike instead of on whichever ran its repetitions then.
@@ -358,8 +386,28 @@ async def run(reps: int, quick: bool) -> tuple[list[Figures], list[list[Figures]
                 ),
                 # For reference: the raw responder on uvloop, the loop the worker serves on.
                 *(
-                    Cell("raw", RAW_UVLOOP, window, ("--loop", "uvloop"))
+                    Cell(
+                        "raw",
+                        RAW_UVLOOP,
+                        window,
+                        ("--loop", "uvloop"),
+                        name="raw-uvloop",
+                    )
                     for window in (64, 256)
+                ),
+                Cell(
+                    "faststream",
+                    FASTSTREAM_CONCURRENT,
+                    256,
+                    ("--max-workers", "64"),
+                    name="faststream-mw64",
+                ),
+                Cell(
+                    "router",
+                    ROUTER_SEQUENTIAL,
+                    256,
+                    ("--concurrency", "1"),
+                    name="router-c1",
                 ),
                 Cell("raw", labels["raw"], 0, mode=FIRE_AND_FORGET),
                 Cell(
@@ -378,6 +426,14 @@ async def run(reps: int, quick: bool) -> tuple[list[Figures], list[list[Figures]
                     mode=IO_BOUND,
                 ),
             ]
+            if only is not None:
+                unknown = only - {cell.key for cell in cells} - set(SINGLE_KEYS)
+                if unknown:
+                    raise SystemExit(
+                        f"unknown cells {sorted(unknown)}; known: "
+                        + ", ".join([*(cell.key for cell in cells), *SINGLE_KEYS])
+                    )
+                cells = [cell for cell in cells if cell.key in only]
             events = {
                 "raw": "bench.out.>",
                 "worker": "interaction.tool.observation.>",
@@ -416,30 +472,36 @@ async def run(reps: int, quick: bool) -> tuple[list[Figures], list[list[Figures]
                     runs[cell].append(figures)
             rows += [_median(runs[cell]) for cell in cells]
             repetitions = [[runs[cell][i] for cell in cells] for i in range(reps)]
-            # Memory: a backlog published faster than it drains, default max_pending.
-            responder = Responder.start("worker", url)
-            try:
-                figures = await fire_and_forget(
-                    labels["worker"],
-                    responder,
-                    url,
-                    subjects["worker"],
-                    "interaction.tool.observation.>",
-                    n_ff,
-                    dead="interaction.dead.tool.>",
-                )
-                figures.mode = BACKLOG
-                figures.extra["peak_rss_mb"] = responder.peak_rss_mb()
-            finally:
-                stats = responder.stop()
-            figures.extra["slow_consumers"] = stats.get("slow_consumers")
-            rows.append(figures)
-            for repetition in repetitions:
-                repetition.append(figures)  # measured once
+            if only is None or "backlog" in only:
+                figures = await backlog(url, subjects["worker"], labels["worker"], n_ff)
+                rows.append(figures)
+                for repetition in repetitions:
+                    repetition.append(figures)  # measured once
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=10)
     return rows, repetitions
+
+
+async def backlog(url: str, subject: str, label: str, n: int) -> Figures:
+    """Memory: a backlog published faster than it drains, default max_pending."""
+    responder = Responder.start("worker", url)
+    try:
+        figures = await fire_and_forget(
+            label,
+            responder,
+            url,
+            subject,
+            "interaction.tool.observation.>",
+            n,
+            dead="interaction.dead.tool.>",
+        )
+        figures.mode = BACKLOG
+        figures.extra["peak_rss_mb"] = responder.peak_rss_mb()
+    finally:
+        stats = responder.stop()
+    figures.extra["slow_consumers"] = stats.get("slow_consumers")
+    return figures
 
 
 def _median(runs: list[Figures]) -> Figures:
@@ -470,36 +532,21 @@ def ratios(rows: list[Figures]) -> list[Ratio]:
     """The target ratios among `rows`, the figures of one repetition."""
 
     def find(label: str, mode: str) -> Figures | None:
-        return next(
-            (
-                r
-                for r in rows
-                if r.label.startswith(label)
-                and r.label != RAW_UVLOOP
-                and r.mode == mode
-            ),
-            None,
-        )
+        return next((r for r in rows if r.label == label and r.mode == mode), None)
 
     found: list[Ratio] = []
-    raw256, fs256, w256 = (
-        find(x, "req/reply, 256 in flight")
-        for x in ("raw", "plain", "interaction-worker (nats-py")
+    rr64, rr256 = "req/reply, 64 in flight", "req/reply, 256 in flight"
+    raw256, fs256, w256 = (find(x, rr256) for x in (RAW, FASTSTREAM, WORKER))
+    raw64, w64 = find(RAW, rr64), find(WORKER, rr64)
+    rawff, wff = find(RAW, FIRE_AND_FORGET), find(WORKER, FIRE_AND_FORGET)
+    r256 = find(ROUTER, rr256)
+    fs_concurrent, r_sequential = (
+        find(FASTSTREAM_CONCURRENT, rr256),
+        find(ROUTER_SEQUENTIAL, rr256),
     )
-    raw64, w64 = (
-        find("raw", "req/reply, 64 in flight"),
-        find("interaction-worker (nats-py", "req/reply, 64 in flight"),
-    )
-    rawff, wff = (
-        find("raw", FIRE_AND_FORGET),
-        find("interaction-worker (nats-py", FIRE_AND_FORGET),
-    )
-    io = find("interaction-worker (nats-py", IO_BOUND)
-    mem = find("interaction-worker (nats-py", BACKLOG)
-    uv256, uv64 = (
-        next((r for r in rows if r.label == RAW_UVLOOP and r.mode == mode), None)
-        for mode in ("req/reply, 256 in flight", "req/reply, 64 in flight")
-    )
+    io = find(WORKER, IO_BOUND)
+    mem = find(WORKER, BACKLOG)
+    uv256, uv64 = find(RAW_UVLOOP, rr256), find(RAW_UVLOOP, rr64)
     if raw256 and fs256 and w256:
         found += [
             Ratio(
@@ -529,6 +576,48 @@ def ratios(rows: list[Figures]) -> list[Ratio]:
                 lambda v: v <= 35 / 9.6,
             ),
         ]
+    if fs256 and r256:
+        found += [
+            Ratio(
+                "router / FastStream, 256 in flight (req/s)",
+                r256.rate / fs256.rate,
+                "≥ 1",
+                lambda v: v >= 1,
+            ),
+            Ratio(
+                "router CPU / FastStream CPU per call, 256 in flight",
+                r256.cpu_us / fs256.cpu_us,
+                "(for reference)",
+                None,
+            ),
+        ]
+    if fs256 and fs_concurrent:
+        found.append(
+            Ratio(
+                "FastStream max_workers=64 / FastStream, 256 in flight (req/s)",
+                fs_concurrent.rate / fs256.rate,
+                "(for reference)",
+                None,
+            )
+        )
+    if fs_concurrent and r256:
+        found.append(
+            Ratio(
+                "router / FastStream max_workers=64, 256 in flight (req/s)",
+                r256.rate / fs_concurrent.rate,
+                "(for reference)",
+                None,
+            )
+        )
+    if fs256 and r_sequential:
+        found.append(
+            Ratio(
+                "router concurrency 1 / FastStream, 256 in flight (req/s)",
+                r_sequential.rate / fs256.rate,
+                "(for reference)",
+                None,
+            )
+        )
     if raw64 and w64:
         found.append(
             Ratio(
@@ -595,15 +684,21 @@ def ratios(rows: list[Figures]) -> list[Ratio]:
 
 
 def paired_ratios(repetitions: list[list[Figures]]) -> list[str]:
-    """Each ratio in each repetition, whose cells ran side by side; the median over repetitions."""
+    """Each ratio in each repetition, whose cells ran side by side; the median over repetitions,
+    then every repetition's value with their spread (max − min)."""
     per_repetition = [ratios(rows) for rows in repetitions]
     lines = []
     for index, first in enumerate(per_repetition[0]):
-        value = statistics.median(found[index].value for found in per_repetition)
+        values = [found[index].value for found in per_repetition]
+        value = statistics.median(values)
         verdict = (
             "" if first.holds is None else "met" if first.holds(value) else "MISSED"
         )
-        lines.append(f"| {first.name} | {value:.2f} | {first.target} | {verdict} |")
+        each = ", ".join(f"{v:.2f}" for v in values)
+        spread = f" (spread {max(values) - min(values):.2f})" if len(values) > 1 else ""
+        lines.append(
+            f"| {first.name} | {value:.2f} | {first.target} | {verdict} | {each}{spread} |"
+        )
     return lines
 
 
@@ -644,8 +739,8 @@ def render(rows: list[Figures], repetitions: list[list[Figures]], command: str) 
         "",
         "## Targets",
         "",
-        "| ratio | value | target | |",
-        "|---|---:|---|---|",
+        "| ratio | value | target | | each repetition |",
+        "|---|---:|---|---|---|",
         *paired_ratios(repetitions),
         "",
     ]
@@ -663,16 +758,29 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="fewer messages, for a smoke run"
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="CELL[,CELL]",
+        help="measure only these cells, e.g. `--only router/256,faststream/256` (KIND/SCENARIO: "
+        "kinds raw, raw-uvloop, faststream, worker, router, and at 256 faststream-mw64, router-c1; "
+        "scenarios 1, 64, 256 in flight, ff, io; also `floor`, `backlog`; an unknown name lists "
+        "them all); the table is printed, docs/benchmarks.md is left alone",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = parser.parse_args()
-    rows, repetitions = asyncio.run(run(args.reps, args.quick))
-    text = render(
-        rows,
-        repetitions,
-        "make bench" if not args.quick else "python bench/run.py --quick",
+    only = (
+        frozenset(key.strip() for keys in args.only for key in keys.split(","))
+        if args.only
+        else None
     )
+    rows, repetitions = asyncio.run(run(args.reps, args.quick, only))
+    command = (
+        "make bench" if not (args.quick or only) else "python " + shlex.join(sys.argv)
+    )
+    text = render(rows, repetitions, command)
     print(text)
-    if not args.quick:
+    if not (args.quick or only):
         args.out.write_text(text)
 
 
