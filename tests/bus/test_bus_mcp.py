@@ -2,8 +2,9 @@
 over streamable HTTP (subprocesses), and the paginating servers over streamable HTTP in this process.
 
 Discover and invoke on both transports, the registry's rules as real servers show them, timeouts that
-cancel the server-side handler, servers killed mid-call and restarted, optional servers that cannot be
-reached, and the served worker that leaves no child process behind.
+cancel the server-side handler, servers killed mid-call and restarted, servers with sessions restarted
+while the worker is idle (the SDK's and the reference server-everything, marked slow), optional
+servers that cannot be reached, and the served worker that leaves no child process behind.
 """
 
 import asyncio
@@ -20,6 +21,7 @@ import anyio
 import pytest
 from bus_harness import Bus, Serve, Served, decode, unique_prefix
 from mcp_harness import (
+    BACKOFF,
     PROBE,
     START,
     HttpProbe,
@@ -30,6 +32,7 @@ from mcp_harness import (
     stdio_probe,
     wait_for,
 )
+from mcp_npm import Everything
 from mcp_pages_server import SECRET, serving
 from mcp_probe_server import PIXEL, SECRET_TEXT
 from nats.aio.msg import Msg
@@ -545,3 +548,97 @@ async def test_a_required_server_that_cannot_be_reached_stops_the_start_naming_i
     assert str(caught.value) == (
         "cannot connect to MCP server files: the command cannot be started"
     )
+
+
+RESTARTS = [
+    pytest.param(signal.SIGTERM, id="sigterm"),
+    pytest.param(signal.SIGKILL, id="sigkill"),
+]
+UNAVAILABLE = {
+    "code": "MCP_UNAVAILABLE",
+    "message": "MCP server is not connected",
+    "retryable": True,
+}
+
+
+async def invoke_until_served(
+    served: Served, server: str, name: str, arguments: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Invoke until a call succeeds, within the connect bound: the results. Any other answer than
+    MCP_UNAVAILABLE (the call was not run, it can be retried) ends the loop too."""
+    results: list[dict[str, Any]] = []
+    with anyio.fail_after(START):
+        while True:
+            result, _ = await invoke(served, server, name, arguments)
+            results.append(result)
+            if result["status"] != "failed" or result["error"] != UNAVAILABLE:
+                return results
+            await anyio.sleep(BACKOFF[0])
+
+
+def served_after_unavailable(results: list[dict[str, Any]]) -> bool:
+    *before, last = results
+    return last["status"] == "success" and all(
+        (result["status"], result["error"]) == ("failed", UNAVAILABLE)
+        for result in before
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", RESTARTS)
+async def test_an_idle_worker_opens_a_new_session_with_an_sdk_server_that_restarted(
+    serve_one: Serve, markers: Path, how: signal.Signals
+) -> None:
+    web = HttpProbe(markers / f"sessions-{how.name}", sessions=True)
+    await web.start()
+    try:
+        async with web.connection() as connection:
+            served = await serve_one(worker({"web": connection}))
+            before, _ = await invoke(served, "web", "echo", {"text": "before"})
+            await web.kill(how)
+            await web.start()
+            after = await invoke_until_served(served, "web", "echo", {"text": "after"})
+            listing = await discover(served.bus, "web")
+    finally:
+        await web.kill()
+
+    assert before["status"] == "success"
+    assert served_after_unavailable(after), after
+    assert after[-1]["content"] == [{"type": "text", "text": "after"}]
+    assert names(listing) == [("web", name) for name in PROBE_TOOLS]
+    assert connection.sessions >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", RESTARTS)
+async def test_an_idle_worker_opens_a_new_session_with_server_everything_that_restarted(
+    serve_one: Serve, how: signal.Signals
+) -> None:
+    everything = Everything()
+    await everything.start()
+    try:
+        connection = McpServerConnection(
+            "everything",
+            http_transport(everything.url),
+            backoff=BACKOFF,
+            connect_timeout=START,
+        )
+        async with connection:
+            served = await serve_one(worker({"everything": connection}))
+            before, _ = await invoke(
+                served, "everything", "echo", {"message": "before"}
+            )
+            await everything.kill(how)
+            await everything.start()
+            after = await invoke_until_served(
+                served, "everything", "echo", {"message": "after"}
+            )
+            listing = await discover(served.bus, "everything")
+    finally:
+        await everything.kill()
+
+    assert before["content"] == [{"type": "text", "text": "Echo: before"}]
+    assert served_after_unavailable(after), after
+    assert after[-1]["content"] == [{"type": "text", "text": "Echo: after"}]
+    assert ("everything", "echo") in names(listing)
+    assert connection.sessions >= 2

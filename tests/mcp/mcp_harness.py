@@ -6,6 +6,7 @@ seconds on a loaded CI machine.
 """
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -63,12 +64,15 @@ def pages_connection(
 
 class HttpProbe:
     """The probe served over streamable HTTP by a subprocess; `kill()` it, `start()` it again on
-    the same port."""
+    the same port. With `sessions`, it speaks the 2025 protocol, with sessions (`mcp_sessions`)."""
 
-    def __init__(self, markers: Path, name: str = "web") -> None:
+    def __init__(
+        self, markers: Path, name: str = "web", *, sessions: bool = False
+    ) -> None:
         markers.mkdir(parents=True, exist_ok=True)
         self.markers = markers
         self.name = name
+        self.sessions = sessions
         self.port = 0
         self.process: Process | None = None
 
@@ -79,8 +83,9 @@ class HttpProbe:
     async def start(self) -> None:
         port_file = self.markers / f"port-{self.name}"
         port_file.unlink(missing_ok=True)
+        mode = ["sessions"] if self.sessions else []
         self.process = await anyio.open_process(
-            [sys.executable, str(PROBE), "http", str(self.port)],
+            [sys.executable, str(PROBE), "http", str(self.port), *mode],
             env={**os.environ, **probe_env(self.markers, self.name)},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -89,13 +94,19 @@ class HttpProbe:
         await wait_for(port_file.exists, "the HTTP probe to listen")
         self.port = int(port_file.read_text())
 
-    async def kill(self) -> None:
+    async def kill(self, how: signal.Signals = signal.SIGKILL) -> None:
+        """Stop the server with `how` (SIGTERM: uvicorn's graceful shutdown) and wait for its end."""
         process, self.process = self.process, None
         if process is not None:
             if process.returncode is None:
-                process.kill()
-            with anyio.fail_after(10):
-                await process.wait()
+                process.send_signal(how)
+            try:
+                with anyio.fail_after(10):
+                    await process.wait()
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
 
     def connection(
         self, *, timeout: float = 30.0, required: bool = True

@@ -13,7 +13,7 @@ Every scenario answers `tools/call` with `<name>:<x>` and `{"tool", "x"}`, and t
 """
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -22,6 +22,7 @@ from mcp import types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from starlette.types import ASGIApp
 
 SCENARIOS = ("pages", "repeat", "blank", "unnamed", "broken", "sluggish")
 SCHEMA: dict[str, Any] = {
@@ -85,9 +86,17 @@ def build(scenario: str) -> Server[Any]:
 
 
 @asynccontextmanager
-async def serving(scenario: str, port: int = 0) -> AsyncIterator[str]:
-    """Serve `scenario` over streamable HTTP on 127.0.0.1; yields its URL."""
-    app = build(scenario).streamable_http_app()
+async def serving(
+    scenario: str,
+    port: int = 0,
+    *,
+    wrap: Callable[[ASGIApp], ASGIApp] | None = None,
+) -> AsyncIterator[str]:
+    """Serve `scenario` over streamable HTTP on 127.0.0.1 (its app wrapped by `wrap`, as with
+    `mcp_sessions`); yields its URL."""
+    app: ASGIApp = build(scenario).streamable_http_app()
+    if wrap is not None:
+        app = wrap(app)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"
     )

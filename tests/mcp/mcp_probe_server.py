@@ -1,7 +1,8 @@
 """An MCP server for the tests, written with the SDK's `MCPServer`; run as a subprocess.
 
-    python mcp_probe_server.py              serve over stdio
-    python mcp_probe_server.py http PORT    serve streamable HTTP on 127.0.0.1:PORT (0: any free port)
+    python mcp_probe_server.py                      serve over stdio
+    python mcp_probe_server.py http PORT            serve streamable HTTP on 127.0.0.1:PORT (0: any free port)
+    python mcp_probe_server.py http PORT sessions   the same, as a 2025 server: with sessions (`mcp_sessions`)
 
 Environment: `PROBE_MARKER_DIR` receives `pid-<PROBE_NAME>-<pid>` at start, `port-<PROBE_NAME>`
 (the port) once an HTTP server listens, `started-<tag>` when a slow call starts and `cancelled-<tag>`
@@ -99,12 +100,15 @@ async def slow(seconds: float, tag: str) -> str:
     return "finished"
 
 
-async def serve_http(port: int) -> None:
+async def serve_http(port: int, sessions: bool) -> None:
     import uvicorn
+    from mcp_sessions import handshake_era
+    from starlette.types import ASGIApp
 
-    config = uvicorn.Config(
-        mcp.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning"
-    )
+    app: ASGIApp = mcp.streamable_http_app()
+    if sessions:
+        app = handshake_era(app)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:
@@ -121,7 +125,7 @@ async def serve_http(port: int) -> None:
 def main() -> None:
     (MARKERS / f"pid-{NAME}-{os.getpid()}").write_text("")
     if len(sys.argv) > 2 and sys.argv[1] == "http":
-        asyncio.run(serve_http(int(sys.argv[2])))
+        asyncio.run(serve_http(int(sys.argv[2]), sys.argv[3:] == ["sessions"]))
     else:
         mcp.run()
 

@@ -3,11 +3,15 @@
 import httpx2
 from mcp import MCPError, types
 
+from .transports import SessionExpired
+
 
 def reason(error: BaseException, connect_timeout: float) -> str:
     if isinstance(error, TimeoutError):
         return f"no answer within {connect_timeout:g} s"
     leaf = _leaf(error)
+    if isinstance(leaf, SessionExpired):
+        return "the server no longer knows the session"
     if isinstance(leaf, MCPError):
         if leaf.code == types.CONNECTION_CLOSED:
             return "the server closed the connection"

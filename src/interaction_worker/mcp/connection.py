@@ -1,22 +1,24 @@
 """One MCP server, connected for the worker's lifetime: a session supervised in its own task.
 
 The supervisor opens the transport and the SDK `Client`, serves calls through an `SdkMcpClient` until
-the session ends (the server died, a call found the connection closed, or the worker stops), then
-reconnects after a backoff that doubles from `restart_backoff.initial` to `.max`. A stdio server that
-died is thereby spawned again. Each server's session lives in its own task, so a server that fails
-never takes down the worker or another server; while one is not connected its calls raise
-McpUnavailable, and nothing is sent.
+the session ends (the server died, a call found the connection closed, an HTTP server no longer knows
+the session, or the worker stops), then reconnects after a backoff that doubles from
+`restart_backoff.initial` to `.max`. A stdio server that died is thereby spawned again. Each
+server's session lives in its own task, so a server that fails never takes down the worker or
+another server; while one is not connected its calls raise McpUnavailable, and nothing is sent.
 """
 
 import asyncio
 import logging
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
 from mcp import Client
 
-from ..errors import McpConnectionLost, McpUnavailable
+from ..errors import McpConnectionLost, McpProtocolError, McpUnavailable
 from ..nodes import McpToolPage, McpToolResult
 from ._reasons import reason
 from .adapter import SdkMcpClient
@@ -132,16 +134,25 @@ class McpServerConnection:
         await self.aclose()
 
     async def list_tools(self, cursor: str | None = None) -> McpToolPage:
-        return await self._current().list_tools(cursor)
+        client = self._current()
+        with self._unsent():
+            return await client.list_tools(cursor)
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> McpToolResult:
         client = self._current()
+        with self._unsent():
+            return await client.call_tool(name, arguments)
+
+    @contextmanager
+    def _unsent(self) -> Iterator[None]:
+        """A request that certainly did not run (it could not be posted, or the server refused its
+        session) raises McpUnavailable, as when the server is not connected: it can be retried."""
         attempt = Attempt()
         token = ATTEMPT.set(attempt)
         try:
-            return await client.call_tool(name, arguments)
-        except McpConnectionLost:
-            if attempt.unsent:  # the request could not even be posted: nothing was sent
+            yield
+        except (McpConnectionLost, McpProtocolError):
+            if attempt.unsent:
                 raise McpUnavailable(
                     f"MCP server is not connected: {self.name}"
                 ) from None

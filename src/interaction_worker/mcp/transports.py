@@ -3,10 +3,18 @@
 A transport factory returns a fresh SDK transport (an async context manager yielding the read and
 write streams) for each connection attempt. `watched` wraps one so that its owner learns when the
 server's side ends (a stdio child that died, an HTTP transport that closed), even with no call in
-flight. `Attempt` records, for the HTTP transport, whether a call's request ever left: a POST that
-could not connect sent nothing, so the call can be reported as not sent instead of as lost.
+flight. `Attempt` records, for the HTTP transport, whether a call was certainly not run: a POST that
+could not connect sent nothing, and one the server refused for its session was not run, so the call
+can be reported as not sent instead of as lost.
+
+An HTTP server that no longer knows the session (it restarted, or let the session expire) answers
+every later request of it with an error, and the SDK neither opens a new session nor ends the
+transport: its event stream quietly reconnects and gives up. The HTTP transport therefore ends its
+read side itself once the server refuses the session (`session_refused`), as a stdio transport's
+ends when its child dies, and leaves with SessionExpired, so that its owner opens a new session.
 """
 
+import json
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -17,28 +25,39 @@ from typing import TextIO
 
 import anyio
 import httpx2
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp import StdioServerParameters
 from mcp.client import Transport
-from mcp.client._transport import TransportStreams
+from mcp.client._transport import ReadStream, TransportStreams
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 from mcp.shared.message import SessionMessage
 
 TransportFactory = Callable[[], Transport]
+_Item = SessionMessage | Exception
+# The JSON-RPC code the TypeScript SDK's servers give an HTTP request they turn down ("Bad Request").
+_BAD_REQUEST = -32000
+
+
+class SessionExpired(Exception):
+    """The HTTP server refused the session: it restarted or let the session expire."""
 
 
 @dataclass
 class Attempt:
-    """What became of one call's HTTP requests: `refused` (a POST could not connect) and `sent`
-    (a POST reached the server). Set by the HTTP transport through the `ATTEMPT` context variable,
-    which the SDK carries from the caller into the task that posts the request."""
+    """What became of one call's HTTP requests: `refused` (a POST could not connect), `rejected`
+    (the server refused the POST's session, so it did not run it) and `sent` (a POST reached a
+    server that took it). Set by the HTTP transport through the `ATTEMPT` context variable, which
+    the SDK carries from the caller into the task that posts the request."""
 
     refused: bool = False
+    rejected: bool = False
     sent: bool = False
 
     @property
     def unsent(self) -> bool:
-        return self.refused and not self.sent
+        """No request of the call was run by the server: each one never left or was refused."""
+        return (self.refused or self.rejected) and not self.sent
 
 
 ATTEMPT: ContextVar[Attempt | None] = ContextVar(
@@ -75,29 +94,72 @@ def http_transport(
 ) -> TransportFactory:
     """Connect to a streamable-HTTP endpoint with our own `httpx2` client (the SDK's HTTP library):
     `headers` on every request, `timeout` for connecting and writing; reads are bounded by the
-    call's timeout instead, so a long tool call's event stream is not cut."""
+    call's timeout instead, so a long tool call's event stream is not cut. The transport ends, and
+    raises SessionExpired on leaving, once the server refuses its session (module docstring)."""
 
     @asynccontextmanager
     async def open_transport() -> AsyncIterator[TransportStreams]:
-        async with httpx2.AsyncClient(
-            transport=_Recording(httpx2.AsyncHTTPTransport()),
-            headers=dict(headers or {}),
-            timeout=httpx2.Timeout(timeout, read=None),
-        ) as http:
-            async with streamable_http_client(url, http_client=http) as streams:
-                yield streams
+        expired = anyio.Event()
+        send, receive = anyio.create_memory_object_stream[_Item](0)
+        async with (
+            httpx2.AsyncClient(
+                transport=_Recording(httpx2.AsyncHTTPTransport(), expired),
+                headers=dict(headers or {}),
+                timeout=httpx2.Timeout(timeout, read=None),
+            ) as http,
+            anyio.create_task_group() as group,
+        ):
+            group.start_soon(_close_when_set, expired, send)
+            try:
+                async with streamable_http_client(url, http_client=http) as streams:
+                    read, write = streams
+                    group.start_soon(_relay, read, send)
+                    yield receive, write
+            finally:
+                group.cancel_scope.cancel()
+        if expired.is_set():
+            raise SessionExpired
 
     return open_transport
 
 
-class _Recording(httpx2.AsyncBaseTransport):
-    """Marks the caller's `Attempt`: refused when a request could not connect, else sent."""
+def session_refused(status: int, content_type: str, body: bytes) -> bool:
+    """Whether the answer to a request that carried a session id refuses that session.
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+    404 is the MCP specification's answer for a session the server does not know. Some servers
+    (the reference server-everything among them) answer 400 instead, with the JSON-RPC error
+    -32000 and no request id: the server turned the HTTP request down before reading the message
+    in it. A 400 that names the request's id answers the message, not the session.
+    """
+    if status == 404:
+        return True
+    if status != 400 or not content_type.lower().startswith("application/json"):
+        return False
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return False
+    if not isinstance(answer, dict) or answer.get("id") is not None:
+        return False
+    error = answer.get("error")
+    return isinstance(error, dict) and error.get("code") == _BAD_REQUEST
+
+
+class _Recording(httpx2.AsyncBaseTransport):
+    """Marks the caller's `Attempt`: refused when a request could not connect, rejected when the
+    server refused the request's session, else sent; and sets `expired` at a refused session."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, expired: anyio.Event) -> None:
         self._inner = inner
+        self._expired = expired
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         attempt = ATTEMPT.get()
+        in_session = MCP_SESSION_ID in request.headers
+        if in_session and request.method == "DELETE" and self._expired.is_set():
+            # Ending a session the server has already forgotten: it would only refuse, and the SDK
+            # would log that refusal as a warning.
+            return httpx2.Response(204, request=request)
         try:
             response = await self._inner.handle_async_request(request)
         except (httpx2.ConnectError, httpx2.ConnectTimeout):
@@ -108,12 +170,66 @@ class _Recording(httpx2.AsyncBaseTransport):
             if attempt is not None:
                 attempt.sent = True
             raise
+        if in_session and response.status_code in (400, 404):
+            response = await _buffered(response, request)
+            refused = session_refused(
+                response.status_code,
+                response.headers.get("content-type", ""),
+                response.content,
+            )
+            if refused:
+                self._expired.set()
+                if attempt is not None:
+                    attempt.rejected = True
+                return response
         if attempt is not None:
             attempt.sent = True
         return response
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+async def _buffered(
+    response: httpx2.Response, request: httpx2.Request
+) -> httpx2.Response:
+    """`response` with its body read (an error answer: small), so that it can be looked at here and
+    still be read by the SDK."""
+    try:
+        raw = b"".join([part async for part in response.aiter_raw()])
+    finally:
+        await response.aclose()
+    copy = httpx2.Response(
+        response.status_code,
+        headers=response.headers,
+        stream=httpx2.ByteStream(raw),
+        request=request,
+        extensions=response.extensions,
+    )
+    await copy.aread()
+    return copy
+
+
+async def _relay(read: ReadStream[_Item], send: MemoryObjectSendStream[_Item]) -> None:
+    """Forward `read` to `send` until `send` is closed, then drain `read` until the SDK closes it:
+    its tasks must not block writing to a stream nobody reads, or they fail when it is closed."""
+    try:
+        async for item in read:
+            try:
+                await send.send(item)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    finally:
+        send.close()
+
+
+async def _close_when_set(
+    event: anyio.Event, send: MemoryObjectSendStream[_Item]
+) -> None:
+    await event.wait()
+    send.close()
 
 
 @asynccontextmanager
