@@ -3,9 +3,11 @@
 The supervisor opens the transport and the SDK `Client`, serves calls through an `SdkMcpClient` until
 the session ends (the server died, a call found the connection closed, an HTTP server no longer knows
 the session, or the worker stops), then reconnects after a backoff that doubles from
-`restart_backoff.initial` to `.max`. A stdio server that died is thereby spawned again. Each
-server's session lives in its own task, so a server that fails never takes down the worker or
-another server; while one is not connected its calls raise McpUnavailable, and nothing is sent.
+`restart_backoff.initial` to `.max`. A stdio server that died is thereby spawned again. The delay
+goes back to `.initial` only once a session has stayed up for `.max`: a server that dies right after
+each start is respawned ever more slowly, not at the initial rate forever. Each server's session
+lives in its own task, so a server that fails never takes down the worker or another server; while
+one is not connected its calls raise McpUnavailable, and nothing is sent.
 """
 
 import asyncio
@@ -67,6 +69,7 @@ class McpServerConnection:
         self._tried = False
         self._failure: str | None = None
         self._closing = False
+        self._up_since: float | None = None  # when the current session connected
         self.sessions = 0  # sessions opened so far
 
     @property
@@ -182,13 +185,14 @@ class McpServerConnection:
         delay = initial
         with scope:
             while not self._closing:
-                opened = self.sessions
+                self._up_since = None
                 try:
                     await self._session()
                     why = "the connection was lost"
                 except Exception as error:
                     why = reason(error, self.connect_timeout)
-                if self.sessions > opened:
+                up = self._up_since
+                if up is not None and anyio.current_time() - up >= longest:
                     delay = initial
                 first = not self._tried
                 if first:  # start() reports it: fails, or logs that it goes on trying
@@ -222,6 +226,7 @@ class McpServerConnection:
                     client, timeout=self.timeout, on_lost=lost.set
                 )
                 self.sessions += 1
+                self._up_since = anyio.current_time()
                 self._tried = True
                 self._notify()
                 try:
