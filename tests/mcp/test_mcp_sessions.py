@@ -8,7 +8,7 @@ against real server processes, killed both ways, is in tests/bus/test_bus_mcp.py
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -42,19 +42,23 @@ REFUSALS = [
 ]
 
 
-def without_event_stream(refusing: Wrap) -> Wrap:
-    """A server that offers no GET event stream (405, as the specification allows): only a call can
-    find its session refused, so the call always comes first."""
+def answering_get(status: int, refusing: Wrap) -> Wrap:
+    """A server that offers no GET event stream: it answers a GET with `status`, and no JSON."""
 
     def wrap(app: ASGIApp) -> ASGIApp:
         inner = refusing(app)
 
         async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] == "http" and scope["method"] == "GET":
+                headers = [(b"content-type", b"text/html")]
                 await send(
-                    {"type": "http.response.start", "status": 405, "headers": []}
+                    {
+                        "type": "http.response.start",
+                        "status": status,
+                        "headers": headers,
+                    }
                 )
-                await send({"type": "http.response.body", "body": b""})
+                await send({"type": "http.response.body", "body": b"Cannot GET /mcp"})
                 return
             await inner(scope, receive, send)
 
@@ -63,14 +67,32 @@ def without_event_stream(refusing: Wrap) -> Wrap:
     return wrap
 
 
-def connection_at(port: int) -> McpServerConnection:
-    return McpServerConnection(
+def without_event_stream(refusing: Wrap) -> Wrap:
+    """A server that offers no GET event stream (405, as the specification says): only a call can
+    find its session refused, so the call always comes first."""
+    return answering_get(405, refusing)
+
+
+@pytest.fixture
+def port() -> int:
+    """The port the test's server has, and has again after each restart."""
+    return free_port()
+
+
+@pytest.fixture
+async def connection(port: int) -> AsyncIterator[McpServerConnection]:
+    """A connection to the server on `port`, not started; closed even when the test fails."""
+    connection = McpServerConnection(
         "pages",
         http_transport(f"http://127.0.0.1:{port}/mcp", timeout=10.0),
         timeout=10.0,
         backoff=BACKOFF,
         connect_timeout=START,
     )
+    try:
+        yield connection
+    finally:
+        await connection.aclose()
 
 
 async def invoke(registry: McpRegistry, name: str, x: int) -> dict[str, Any]:
@@ -97,12 +119,13 @@ async def discover(registry: McpRegistry) -> list[str]:
 
 @pytest.mark.parametrize("refusing", REFUSALS)
 async def test_a_call_on_a_session_the_restarted_server_forgot_was_not_run_and_the_next_is_served(
-    refusing: Wrap, caplog: pytest.LogCaptureFixture
+    refusing: Wrap,
+    port: int,
+    connection: McpServerConnection,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO)
-    port = free_port()
     wrap = without_event_stream(refusing)
-    connection = connection_at(port)
     registry = McpRegistry()
     registry.register("pages", connection)
 
@@ -146,11 +169,8 @@ async def test_a_call_on_a_session_the_restarted_server_forgot_was_not_run_and_t
 
 @pytest.mark.parametrize("refusing", REFUSALS)
 async def test_an_idle_connection_opens_a_new_session_once_the_restarted_server_refuses_the_old(
-    refusing: Wrap,
+    refusing: Wrap, port: int, connection: McpServerConnection
 ) -> None:
-    port = free_port()
-    connection = connection_at(port)
-
     async with serving("pages", port, wrap=refusing):
         await connection.start()
         assert connection.sessions == 1
@@ -159,9 +179,24 @@ async def test_an_idle_connection_opens_a_new_session_once_the_restarted_server_
         with anyio.fail_after(START):
             await connection.wait_connected(after=1)
         result = await connection.call_tool("t2", {"x": 3})
-        await connection.aclose()
+        await connection.aclose()  # before its server stops
 
     assert result.structured_content == {"tool": "t2", "x": 3}
+
+
+async def test_a_bare_404_to_the_event_stream_does_not_end_the_session(
+    port: int, connection: McpServerConnection
+) -> None:
+    # A server without an event stream may answer the GET with a bare 404 instead of 405: the
+    # session is still the server's.
+    async with serving("pages", port, wrap=answering_get(404, refusing_with_404)):
+        await connection.start()
+        await anyio.sleep(0.5)  # the GET has been answered
+        result = await connection.call_tool("t0", {"x": 4})
+        await connection.aclose()  # before its server stops
+
+    assert result.structured_content == {"tool": "t0", "x": 4}
+    assert connection.sessions == 1
 
 
 def body(value: dict[str, Any]) -> bytes:
@@ -169,22 +204,26 @@ def body(value: dict[str, Any]) -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("status", "content_type", "content", "refused"),
+    ("method", "status", "content_type", "content", "refused"),
     [
-        pytest.param(404, "application/json", body({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}), True, id="sdk-404"),
-        pytest.param(404, "text/plain", b"Not Found", True, id="bare-404"),
-        pytest.param(400, "application/json; charset=utf-8", body(EVERYTHING_REFUSAL), True, id="everything-400"),
-        pytest.param(400, "application/json", body({**EVERYTHING_REFUSAL, "id": None}), True, id="400-null-id"),
-        pytest.param(400, "application/json", body({**EVERYTHING_REFUSAL, "id": 7}), False, id="400-answering-the-request"),
-        pytest.param(400, "application/json", body({"jsonrpc": "2.0", "error": {"code": -32602, "message": "bad"}}), False, id="400-other-code"),
-        pytest.param(400, "text/plain", b'{"error": {"code": -32000}}', False, id="400-not-json"),
-        pytest.param(400, "application/json", b"{not json", False, id="400-unparsable"),
-        pytest.param(400, "application/json", b"[1]", False, id="400-not-an-object"),
-        pytest.param(500, "application/json", body(EVERYTHING_REFUSAL), False, id="500"),
-        pytest.param(403, "application/json", body(EVERYTHING_REFUSAL), False, id="403"),
+        pytest.param("POST", 404, "application/json", body({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}), True, id="sdk-404"),
+        pytest.param("POST", 404, "text/plain", b"Not Found", True, id="bare-404"),
+        pytest.param("GET", 404, "application/json", body({"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Session not found"}}), True, id="get-404-json-rpc"),
+        pytest.param("GET", 404, "text/html", b"Cannot GET /mcp", False, id="get-bare-404"),
+        pytest.param("POST", 400, "application/json; charset=utf-8", body(EVERYTHING_REFUSAL), True, id="everything-400"),
+        pytest.param("GET", 400, "application/json; charset=utf-8", body(EVERYTHING_REFUSAL), True, id="everything-400-get"),
+        pytest.param("POST", 400, "application/json", body({**EVERYTHING_REFUSAL, "id": None}), True, id="400-null-id"),
+        pytest.param("POST", 400, "application/json", body({**EVERYTHING_REFUSAL, "id": 7}), False, id="400-answering-the-request"),
+        pytest.param("POST", 400, "application/json", body({"jsonrpc": "2.0", "error": {"code": -32602, "message": "bad"}}), False, id="400-other-code"),
+        pytest.param("POST", 400, "text/plain", b'{"error": {"code": -32000}}', False, id="400-not-json"),
+        pytest.param("POST", 400, "application/json", b"{not json", False, id="400-unparsable"),
+        pytest.param("POST", 400, "application/json", b"[1]", False, id="400-not-an-object"),
+        pytest.param("POST", 400, "application/json", b'{"error": "-32000"}', False, id="400-error-not-an-object"),
+        pytest.param("POST", 500, "application/json", body(EVERYTHING_REFUSAL), False, id="500"),
+        pytest.param("POST", 403, "application/json", body(EVERYTHING_REFUSAL), False, id="403"),
     ],
 )  # fmt: skip
 def test_which_answers_refuse_the_session(
-    status: int, content_type: str, content: bytes, refused: bool
+    method: str, status: int, content_type: str, content: bytes, refused: bool
 ) -> None:
-    assert session_refused(status, content_type, content) is refused
+    assert session_refused(method, status, content_type, content) is refused

@@ -21,7 +21,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 import httpx2
@@ -123,26 +123,39 @@ def http_transport(
     return open_transport
 
 
-def session_refused(status: int, content_type: str, body: bytes) -> bool:
+def session_refused(method: str, status: int, content_type: str, body: bytes) -> bool:
     """Whether the answer to a request that carried a session id refuses that session.
 
-    404 is the MCP specification's answer for a session the server does not know. Some servers
-    (the reference server-everything among them) answer 400 instead, with the JSON-RPC error
-    -32000 and no request id: the server turned the HTTP request down before reading the message
-    in it. A 400 that names the request's id answers the message, not the session.
+    404 is the MCP specification's answer for a session the server does not know; to a GET it is
+    taken as such only with a JSON-RPC error in it, as the SDKs' servers send, since a server that
+    offers no event stream may answer a GET with a bare 404 (instead of the 405 it should). Some
+    servers (the reference server-everything among them) answer 400 instead, with the JSON-RPC
+    error -32000 and no request id: the server turned the HTTP request down before reading the
+    message in it. A 400 that names the request's id answers the message, not the session.
     """
     if status == 404:
-        return True
-    if status != 400 or not content_type.lower().startswith("application/json"):
+        return method != "GET" or _error_answer(content_type, body) is not None
+    if status != 400:
         return False
+    answer = _error_answer(content_type, body)
+    return (
+        answer is not None
+        and answer.get("id") is None
+        and answer["error"].get("code") == _BAD_REQUEST
+    )
+
+
+def _error_answer(content_type: str, body: bytes) -> dict[str, Any] | None:
+    """`body` as a JSON-RPC error answer (an object with an `error` object), or None."""
+    if not content_type.lower().startswith("application/json"):
+        return None
     try:
         answer = json.loads(body)
     except ValueError:
-        return False
-    if not isinstance(answer, dict) or answer.get("id") is not None:
-        return False
-    error = answer.get("error")
-    return isinstance(error, dict) and error.get("code") == _BAD_REQUEST
+        return None
+    if not isinstance(answer, dict) or not isinstance(answer.get("error"), dict):
+        return None
+    return answer
 
 
 class _Recording(httpx2.AsyncBaseTransport):
@@ -173,6 +186,7 @@ class _Recording(httpx2.AsyncBaseTransport):
         if in_session and response.status_code in (400, 404):
             response = await _buffered(response, request)
             refused = session_refused(
+                request.method,
                 response.status_code,
                 response.headers.get("content-type", ""),
                 response.content,
