@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interaction_worker.subscribers.handler import UtcTimestamps
+from interaction_worker.subscribers.dead_letters import UtcTimestamps
 
 NOV_29_21H = 1795986000.0  # 2026-11-29T21:00:00Z
 

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from interaction_worker import InteractionWorker, Sandbox, ToolContext
-from interaction_worker.subscribers import Dispatcher, Incoming
-from interaction_worker.subscribers.envelope import Publish
+from interaction_worker.subscribers import Dispatcher, Incoming, Publish
 
 SCHEMA = {"type": "object"}
 

@@ -1,11 +1,13 @@
-"""The bus: the subject table, the dispatcher and the two bindings (nats-py and FastStream)."""
+"""The bus: the subject table, the handling of one message (`handler` and the modules it calls), the
+dispatcher and the two bindings (nats-py and FastStream)."""
 
 from ..contracts.keys import NO_KEY, is_safe_header_value, subject_key
 from .dispatcher import Dispatcher
-from .envelope import Publish
 from .faststream_router import build_router
-from .handler import Incoming, MessageHandler, Nodes
+from .handler import MessageHandler, Nodes
+from .incoming import Incoming
 from .nats_binding import NatsBinding
+from .outgoing import Publish
 from .subjects import KINDS, Kind, Subjects
 
 __all__ = [

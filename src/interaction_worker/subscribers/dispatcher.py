@@ -23,8 +23,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from ..errors import InteractionWorkerError, Overloaded, ShuttingDown
-from .envelope import Publish
-from .handler import Incoming, MessageHandler
+from .handler import MessageHandler
+from .incoming import Incoming
+from .outgoing import Publish
 from .subjects import Kind
 
 Publisher = Callable[[list[Publish]], Awaitable[None]]

@@ -13,7 +13,8 @@ from faststream.message import StreamMessage
 from faststream.nats import NatsMessage, NatsRouter
 from faststream.nats.annotations import NatsBroker
 
-from .handler import Incoming, MessageHandler
+from .handler import MessageHandler
+from .incoming import Incoming
 from .subjects import KINDS, Kind
 
 # Room for the headers FastStream adds to what it publishes (`content-type`, `correlation_id`: 70

@@ -1,21 +1,14 @@
 """One message in, its publishes out: the transport-neutral handling shared by both bindings.
 
-This is the one place that turns exceptions into error replies and dead letters (wire.md 4-5). A
-message's publishes are computed completely before any is sent, so a refusal never follows a
-half-published success, and a refused message publishes no event.
+Where its reply goes (`incoming`), what an outcome publishes (`outgoing`), and, for any exception on
+the way, its refusal (`refusals`: the error reply and the dead letter). A message's publishes are
+computed completely before any is sent, so a refusal never follows a half-published success.
 """
 
 import asyncio
-import itertools
 import logging
-import time
-import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
-
-from pydantic_core import to_json
 
 from ..contracts import (
     ExternalResult,
@@ -25,45 +18,25 @@ from ..contracts import (
     Observation,
     OutputReceipt,
     ToolList,
-    js_trim,
     parse_json_object,
 )
 from ..contracts import validation as check
-from ..contracts.keys import NO_KEY, headers_size, is_safe_header_value, subject_key
-from ..errors import (
-    InteractionWorkerError,
-    Internal,
-    InvalidInput,
-    InvalidJson,
-    ResultTooLarge,
-)
-from ..nodes import (
-    DeliveryContext,
-    Sandbox,
-    ToolContext,
-    shortened_observation,
-    wire_observation,
-)
+from ..contracts.keys import NO_KEY, subject_key
+from ..errors import InteractionWorkerError, InvalidJson
+from ..nodes import DeliveryContext, Sandbox, ToolContext
+from .dead_letters import CALL_ID, DELIVERY_ID, IdNames, UtcTimestamps
 from .deadlines import Deadlines
-from .envelope import (
-    JSON_HEADERS,
-    DeadLetterInput,
-    Publish,
-    dead_letter_body,
-    dead_letter_headers,
-    error_reply,
-    event_headers,
-    trace_headers,
-)
-from .subjects import Kind, Subjects, is_publishable_subject
+from .incoming import Incoming, reply_target, valid_id
+from .outgoing import Outgoing, Publish, trace_headers
+from .refusals import Refusals
+from .subjects import Kind, Subjects
 
-REPLY_TO_HEADER = "Interaction-Reply-To"
-_ID_HEADER: dict[Kind, str] = {
-    "tool": "Interaction-Call-Id",
-    "mcp": "Interaction-Call-Id",
-    "observe": "Interaction-Call-Id",
-    "output": "Interaction-Delivery-Id",
-    "list": "Interaction-Call-Id",  # never used: a tool list is not keyed by a call
+_ID_NAMES: dict[Kind, IdNames] = {
+    "tool": CALL_ID,
+    "mcp": CALL_ID,
+    "observe": CALL_ID,
+    "output": DELIVERY_ID,
+    "list": CALL_ID,  # never used: a tool list is not keyed by a call
 }
 _LOGGER = logging.getLogger("interaction_worker")
 T = TypeVar("T")
@@ -105,59 +78,19 @@ class Nodes(Protocol):
     ) -> OutputReceipt: ...
 
 
-@dataclass(slots=True)
-class Incoming:
-    """A received message, whatever the binding: the subject it came on, its body, headers and reply.
-
-    Not frozen: a frozen dataclass's constructor costs three times as much, once per message."""
-
-    subject: str
-    data: bytes
-    headers: Mapping[str, str] | None
-    reply: str | None
-
-
-class UtcTimestamps:
-    """The clock of dead letters: `2026-11-29T21:00:00.123Z`.
-
-    Formatting a date costs more than the rest of an OVERLOADED refusal; refusals come in floods,
-    so the date and time are formatted once per second and only the milliseconds per call."""
-
-    def __init__(self, now: Callable[[], float] = time.time) -> None:
-        self._now = now
-        self._second = -1
-        self._prefix = ""
-
-    def __call__(self) -> str:
-        # Rounded to the microsecond first, as datetime does: 1795986000.004 is 1795986000.0039999.
-        second, micro = divmod(round(self._now() * 1_000_000), 1_000_000)
-        if second != self._second:
-            self._prefix = datetime.fromtimestamp(second, UTC).strftime(
-                "%Y-%m-%dT%H:%M:%S."
-            )
-            self._second = second
-        return f"{self._prefix}{micro // 1000:03d}Z"
-
-
-def _valid_id(value: object) -> str | None:
-    if isinstance(value, str) and 0 < len(value) <= 256 and js_trim(value):
-        return value
-    return None
-
-
 def _identifier(kind: Kind, body: dict[str, Any]) -> str | None:
     """The id that keys the message's subjects, when a valid one can be read."""
     if kind == "output":
-        return _valid_id(body.get("deliveryId"))
+        return valid_id(body.get("deliveryId"))
     if kind == "observe":
         result = body.get("result")
-        return _valid_id(result.get("callId")) if isinstance(result, dict) else None
+        return valid_id(result.get("callId")) if isinstance(result, dict) else None
     if kind == "mcp" and body.get("operation") == "discover":
-        return _valid_id(body.get("server"))
+        return valid_id(body.get("server"))
     if kind == "list":
-        return _valid_id(body.get("name"))
+        return valid_id(body.get("name"))
     call = body.get("call")
-    return _valid_id(call.get("id")) if isinstance(call, dict) else None
+    return valid_id(call.get("id")) if isinstance(call, dict) else None
 
 
 def _failure(
@@ -196,39 +129,39 @@ class MessageHandler:
         self.worker = worker
         self.subjects = subjects
         self.reply_prefixes = reply_prefixes
-        self.max_payload = max_payload
-        # Header bytes a binding adds to every publish beyond the handler's own (FastStream's).
-        self.header_allowance = 0
+        self.outgoing = Outgoing(subjects, max_payload)
+        self.refusals = Refusals(self.outgoing, clock or UtcTimestamps(), logger)
         self.tool_timeout = tool_timeout
-        self.clock = clock or UtcTimestamps()
-        # Dead letters' Nats-Msg-Id in core mode: unique without a system call per refusal.
-        self._letter_prefix = uuid.uuid4().hex
-        self._letter_ids = itertools.count(1)
-        self.logger = logger
         # Set when shutdown cancels running calls: their cancellation becomes a WORKER_SHUTDOWN outcome.
         self.shutting_down = False
         self.deadlines = Deadlines()
 
-    def _room(self) -> int:
-        """The bytes one publish may take, headers included."""
-        return self.max_payload - self.header_allowance
+    @property
+    def max_payload(self) -> int:
+        return self.outgoing.max_payload
+
+    @max_payload.setter
+    def max_payload(self, value: int) -> None:
+        self.outgoing.max_payload = value
+
+    @property
+    def header_allowance(self) -> int:
+        """Header bytes a binding adds to every publish beyond the handler's own (FastStream's)."""
+        return self.outgoing.header_allowance
+
+    @header_allowance.setter
+    def header_allowance(self, value: int) -> None:
+        self.outgoing.header_allowance = value
 
     def reply_target(
         self, msg: Incoming
     ) -> tuple[str | None, InteractionWorkerError | None]:
         """Where the reply goes: a valid Interaction-Reply-To header, else the reply subject."""
-        requested = msg.headers.get(REPLY_TO_HEADER) if msg.headers else None
-        if requested is None:
-            return msg.reply or None, None
-        if is_publishable_subject(requested, self.reply_prefixes):
-            return requested, None
-        return msg.reply or None, InvalidInput(
-            "Interaction-Reply-To must be a subject under an allowed reply prefix"
-        )
+        return reply_target(msg, self.reply_prefixes)
 
     async def handle(self, kind: Kind, msg: Incoming) -> list[Publish]:
         if msg.headers:
-            target, reply_error = self.reply_target(msg)
+            target, reply_error = reply_target(msg, self.reply_prefixes)
         else:
             target, reply_error = msg.reply or None, None
         key, identifier, keyed_by_call = NO_KEY, None, True
@@ -250,28 +183,17 @@ class MessageHandler:
             if kind == "tool":  # the common case, without one more coroutine
                 result = await self._call_tool(body, identifier)
                 trace = trace_headers(msg.headers) if msg.headers else {}
-                return self._result_publishes("tool", result, key, target, trace, None)
+                return self.outgoing.result("tool", result, key, target, trace, None)
             return await self._run(kind, body, key, identifier, target, msg)
-        except InteractionWorkerError as error:
-            return self.refuse(
+        except Exception as error:
+            return self.refusals.refuse(
                 kind,
                 msg,
                 error,
                 key=key,
                 identifier=identifier,
                 target=target,
-                keyed_by_call=keyed_by_call,
-            )
-        except Exception:
-            self.logger.exception("unexpected error on %s", msg.subject)
-            return self.refuse(
-                kind,
-                msg,
-                Internal(),
-                key=key,
-                identifier=identifier,
-                target=target,
-                keyed_by_call=keyed_by_call,
+                id_names=_ID_NAMES[kind] if keyed_by_call else None,
             )
 
     def refuse(
@@ -280,38 +202,11 @@ class MessageHandler:
         msg: Incoming,
         error: InteractionWorkerError,
         *,
-        key: str = NO_KEY,
-        identifier: str | None = None,
         target: str | None = None,
-        keyed_by_call: bool = True,
     ) -> list[Publish]:
-        """The error reply (when there is somewhere to send it) and the dead letter."""
-        publishes: list[Publish] = []
-        if target:
-            body, headers = error_reply(error)
-            publishes.append((target, body, headers))
-        is_call = keyed_by_call
-        id_field = ("deliveryId" if kind == "output" else "callId") if is_call else None
-        headers = dead_letter_headers(
-            key=key,
-            id_header=_ID_HEADER[kind] if is_call else None,
-            identifier=identifier,
-            error=error,
-            msg_id=f"{self._letter_prefix}-{next(self._letter_ids)}",
-            trace=trace_headers(msg.headers),
-        )
-        letter = DeadLetterInput(
-            subject=msg.subject,
-            data=msg.data,
-            headers=msg.headers,
-            error=error,
-            id_field=id_field,
-            identifier=identifier if is_call else None,
-            received_at=self.clock(),
-        )
-        body = dead_letter_body(letter, self._room() - headers_size(headers))
-        publishes.append((self.subjects.dead(kind, key), body, headers))
-        return publishes
+        """The error reply (when there is somewhere to send it) and the dead letter of a message
+        refused before it was read (OVERLOADED, SHUTTING_DOWN)."""
+        return self.refusals.refuse(kind, msg, error, target=target)
 
     async def _run(
         self,
@@ -326,31 +221,27 @@ class MessageHandler:
         if kind == "mcp":
             output = await self._cancellable(self.worker.call_mcp(body), body, "mcp")
             if isinstance(output, ExternalResult):
-                return self._result_publishes(
+                return self.outgoing.result(
                     "mcp", output.to_wire(), key, target, trace, "invoke"
                 )
             if isinstance(output, McpInvokeOutput):
-                return self._result_publishes(
+                return self.outgoing.result(
                     "mcp", output.result.to_wire(), key, target, trace, "invoke"
                 )
-            payload = output.to_json()
-            if len(payload) + headers_size(JSON_HEADERS) > self._room():
-                raise ResultTooLarge(
-                    "The discover reply is larger than the server's max_payload"
-                )
-            return [(target, payload, JSON_HEADERS)] if target else []
+            return self.outgoing.reply(
+                target,
+                output.to_json(),
+                "The discover reply is larger than the server's max_payload",
+            )
         if kind == "observe" or kind == "list":
             answer = (
                 self.worker.observe(body)
                 if kind == "observe"
                 else self.worker.list_tools(body)
             )
-            payload = answer.to_json()
-            if len(payload) + headers_size(JSON_HEADERS) > self._room():
-                raise ResultTooLarge()
-            return [(target, payload, JSON_HEADERS)] if target else []
+            return self.outgoing.reply(target, answer.to_json())
         receipt = await self._deliver(body, identifier)
-        return self._receipt_publishes(receipt, key, target, trace)
+        return self.outgoing.receipt(receipt, key, target, trace)
 
     async def _call_tool(
         self, body: dict[str, Any], identifier: str | None
@@ -439,115 +330,3 @@ class MessageHandler:
                     },
                 }
             )
-
-    def _result_publishes(
-        self,
-        family: str,
-        result: dict[str, Any],
-        key: str,
-        target: str | None,
-        trace: dict[str, str],
-        operation: str | None,
-    ) -> list[Publish]:
-        """`result` is a validated result's wire document: serialised as it is, and observed.
-
-        The result must fit (its reply and its event), else it becomes RESULT_TOO_LARGE; its
-        observation, which repeats the content, is shortened when it alone does not (wire.md 1)."""
-        result_json = to_json(result)
-        reply_json = (
-            b'{"operation":"invoke","result":' + result_json + b"}"
-            if operation == "invoke"
-            else result_json
-        )
-        # Event headers are bounded (the raw id is at most 256 code points); 2 KiB covers them, besides
-        # the trace headers copied from the request, which are as long as the client made them.
-        room = self._room() - 2048 - (headers_size(trace) if trace else 0)
-        if len(reply_json) > room:
-            too_large = check.external_result(
-                {
-                    "callId": result["callId"],
-                    "source": result["source"],
-                    "status": "failed",
-                    "error": {
-                        "code": "RESULT_TOO_LARGE",
-                        "message": "The result is larger than the server's max_payload",
-                        "retryable": False,
-                    },
-                    "metadata": {"size": len(reply_json), "limit": self.max_payload},
-                }
-            )
-            return self._result_publishes(
-                family, too_large.to_wire(), key, target, trace, operation
-            )
-        observation = wire_observation(result)
-        observation_json = to_json(observation)
-        if len(observation_json) > room:
-            shortened = shortened_observation(observation, len(observation_json))
-            observation_json = to_json(shortened)
-            if (
-                len(observation_json) > room
-            ):  # metadata as large as the room: only the mark stays
-                shortened["metadata"] = {"truncated": True}
-                observation_json = to_json(shortened)
-        error = result.get("error")
-        call_id = result["callId"]
-        prefix = self.subjects.prefix
-        # One header set for both events; only Nats-Msg-Id differs.
-        headers = {"Content-Type": "application/json", "Interaction-Key": key}
-        if is_safe_header_value(call_id):
-            headers["Interaction-Call-Id"] = call_id
-        headers["Interaction-Status"] = result["status"]
-        if error is not None:
-            headers["Interaction-Error-Code"] = error["code"]
-        result_subject = f"{prefix}.{family}.result"
-        observation_subject = f"{prefix}.{family}.observation"
-        result_headers = {**headers, "Nats-Msg-Id": f"{result_subject}:{key}"}
-        observation_headers = {**headers, "Nats-Msg-Id": f"{observation_subject}:{key}"}
-        if trace:
-            result_headers.update(trace)
-            observation_headers.update(trace)
-        events: list[Publish] = [
-            (f"{result_subject}.{key}", result_json, result_headers),
-            (f"{observation_subject}.{key}", observation_json, observation_headers),
-        ]
-        if target:
-            events.insert(0, (target, reply_json, JSON_HEADERS))
-        return events
-
-    def _receipt_publishes(
-        self,
-        receipt: OutputReceipt,
-        key: str,
-        target: str | None,
-        trace: dict[str, str],
-    ) -> list[Publish]:
-        payload = receipt.to_json()
-        if len(payload) + 2048 + headers_size(trace) > self._room():
-            receipt = check.output_receipt(
-                {
-                    "deliveryId": receipt.delivery_id,
-                    "status": receipt.status,
-                    "error": {
-                        "code": "RESULT_TOO_LARGE",
-                        "message": "The receipt is larger than the server's max_payload",
-                        "retryable": False,
-                    },
-                    "metadata": {"size": len(payload), "limit": self.max_payload},
-                }
-            )
-            payload = receipt.to_json()
-        prefix = self.subjects.prefix
-        headers = event_headers(
-            key=key,
-            id_header="Interaction-Delivery-Id",
-            identifier=receipt.delivery_id,
-            status=receipt.status,
-            error_code=receipt.error.code if receipt.error is not None else None,
-            msg_id=f"{prefix}.output.receipt:{key}",
-            trace=trace,
-        )
-        publishes: list[Publish] = []
-        if target:
-            publishes.append((target, payload, JSON_HEADERS))
-        publishes.append((f"{prefix}.output.receipt.{key}", payload, headers))
-        return publishes

@@ -8,8 +8,9 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from .dispatcher import Dispatcher
-from .envelope import Publish
-from .handler import Incoming, MessageHandler
+from .handler import MessageHandler
+from .incoming import Incoming
+from .outgoing import Publish
 from .subjects import KINDS, Kind
 
 _LOGGER = logging.getLogger("interaction_worker")

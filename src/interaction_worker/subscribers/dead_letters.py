@@ -1,10 +1,11 @@
-"""What the worker publishes besides results: headers, error replies and dead letters (wire.md 3-5)."""
+"""Dead letters: the original message with its error, on `P.dead.KIND.K` (wire.md 5)."""
 
 import base64
 import hashlib
-import json
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic_core import to_json
@@ -12,54 +13,43 @@ from pydantic_core import to_json
 from ..contracts.keys import is_safe_header_value
 from ..errors import InteractionWorkerError
 
-JSON_HEADERS = {"Content-Type": "application/json"}
-_TRACE_HEADERS = ("traceparent", "tracestate")
 _REDACTED = "[redacted]"
 _NOT_CREDENTIALS = frozenset(("nats-msg-id", "interaction-key"))
 _CREDENTIAL_WORDS = ("token", "secret", "password", "key")
 
-Publish = tuple[str, bytes, dict[str, str]]
+
+@dataclass(frozen=True, slots=True)
+class IdNames:
+    """Where a dead letter carries its message's id: a body field and a header."""
+
+    field: str
+    header: str
 
 
-def trace_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
-    if not headers:
-        return {}
-    return {name: headers[name] for name in _TRACE_HEADERS if name in headers}
+CALL_ID = IdNames("callId", "Interaction-Call-Id")
+DELIVERY_ID = IdNames("deliveryId", "Interaction-Delivery-Id")
 
 
-def event_headers(
-    *,
-    key: str,
-    id_header: str,
-    identifier: str,
-    status: str,
-    error_code: str | None,
-    msg_id: str,
-    trace: dict[str, str],
-) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", "Interaction-Key": key}
-    if is_safe_header_value(identifier):
-        headers[id_header] = identifier
-    headers["Interaction-Status"] = status
-    if error_code is not None:
-        headers["Interaction-Error-Code"] = error_code
-    headers["Nats-Msg-Id"] = msg_id
-    if trace:
-        headers.update(trace)
-    return headers
+class UtcTimestamps:
+    """The clock of dead letters: `2026-11-29T21:00:00.123Z`.
 
+    Formatting a date costs more than the rest of an OVERLOADED refusal; refusals come in floods,
+    so the date and time are formatted once per second and only the milliseconds per call."""
 
-def error_reply(error: InteractionWorkerError) -> tuple[bytes, dict[str, str]]:
-    """The NATS services convention: the code and message in headers and in the body."""
-    body = json.dumps(
-        {"error": {"code": error.code, "message": error.message}}, ensure_ascii=False
-    ).encode()
-    headers = {
-        "Content-Type": "application/json",
-        "Nats-Service-Error": error.message,
-        "Nats-Service-Error-Code": str(error.status),
-    }
-    return body, headers
+    def __init__(self, now: Callable[[], float] = time.time) -> None:
+        self._now = now
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self) -> str:
+        # Rounded to the microsecond first, as datetime does: 1795986000.004 is 1795986000.0039999.
+        second, micro = divmod(round(self._now() * 1_000_000), 1_000_000)
+        if second != self._second:
+            self._prefix = datetime.fromtimestamp(second, UTC).strftime(
+                "%Y-%m-%dT%H:%M:%S."
+            )
+            self._second = second
+        return f"{self._prefix}{micro // 1000:03d}Z"
 
 
 def redact_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
