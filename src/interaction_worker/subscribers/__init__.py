@@ -4,10 +4,11 @@ dispatcher and the two bindings (nats-py and FastStream)."""
 from ..contracts.keys import NO_KEY, is_safe_header_value, subject_key
 from .dispatcher import Dispatcher
 from .faststream_router import build_router
-from .handler import MessageHandler, Nodes
+from .handler import MessageHandler
 from .incoming import Incoming
 from .nats_binding import NatsBinding
 from .outgoing import Publish
+from .requests import Nodes
 from .subjects import KINDS, Kind, Subjects
 
 __all__ = [

@@ -1,0 +1,59 @@
+"""`P.mcp.call`: a discover (its capabilities, a reply only) or an invoke (a result and its events)."""
+
+from typing import Any
+
+from ...contracts import ExternalResult, McpDiscoverOutput, McpInvokeOutput
+from ..dead_letters import CALL_ID, IdNames
+from ..incoming import Incoming, valid_id
+from ..outgoing import Outgoing, Publish, trace_headers
+from .family import Nodes
+from .shutdown import Shutdown
+
+McpOutcome = McpDiscoverOutput | McpInvokeOutput | ExternalResult
+
+
+def _source(body: dict[str, Any]) -> str:
+    call = body["call"]
+    return f"{body['server']}:{call['name']}"
+
+
+class McpCalls:
+    """Runs MCP requests; an invoke cancelled by shutdown ends as a `cancelled` result."""
+
+    def __init__(self, worker: Nodes, outgoing: Outgoing, shutdown: Shutdown) -> None:
+        self.worker = worker
+        self.outgoing = outgoing
+        self.shutdown = shutdown
+
+    def identify(self, body: dict[str, Any]) -> str | None:
+        # A discover of one server is keyed by the server name, which is not a call id.
+        if body.get("operation") == "discover":
+            return valid_id(body.get("server"))
+        call = body.get("call")
+        return valid_id(call.get("id")) if isinstance(call, dict) else None
+
+    def id_names(self, body: dict[str, Any]) -> IdNames | None:
+        return None if body.get("operation") == "discover" else CALL_ID
+
+    async def run(self, body: dict[str, Any], identifier: str | None) -> McpOutcome:
+        return await self.shutdown.cancellable(
+            self.worker.call_mcp(body), body, _source
+        )
+
+    def publishes(
+        self, outcome: McpOutcome, msg: Incoming, key: str, target: str | None
+    ) -> list[Publish]:
+        if isinstance(outcome, ExternalResult):
+            result = outcome
+        elif isinstance(outcome, McpInvokeOutput):
+            result = outcome.result
+        else:
+            return self.outgoing.reply(
+                target,
+                outcome.to_json(),
+                "The discover reply is larger than the server's max_payload",
+            )
+        trace = trace_headers(msg.headers)
+        return self.outgoing.result(
+            "mcp", result.to_wire(), key, target, trace, "invoke"
+        )

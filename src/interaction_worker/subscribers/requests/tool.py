@@ -1,0 +1,95 @@
+"""`P.tool.call`: a tool call under `tool_timeout`; its result, then its observation."""
+
+import asyncio
+from typing import Any
+
+from ...contracts import ExternalResult
+from ...nodes import ToolContext
+from ..dead_letters import CALL_ID, IdNames
+from ..incoming import Incoming, valid_id
+from ..outgoing import Outgoing, Publish, trace_headers
+from .deadlines import Deadlines
+from .family import Nodes
+from .shutdown import Shutdown, failure
+
+
+def _source(body: dict[str, Any]) -> str:
+    name: str = body["call"]["name"]
+    return name
+
+
+class ToolCalls:
+    """Runs tool calls; the outcome is the result's wire document (see
+    `InteractionWorker.call_tool_document`), which is published without building its model.
+
+    Args:
+        timeout: seconds a tool may run before it is cancelled with TOOL_TIMEOUT; a tool that
+            bounds its own time runs without it.
+    """
+
+    def __init__(
+        self,
+        worker: Nodes,
+        outgoing: Outgoing,
+        shutdown: Shutdown,
+        *,
+        timeout: float | None = 60.0,
+        deadlines: Deadlines | None = None,
+    ) -> None:
+        self.worker = worker
+        self.outgoing = outgoing
+        self.shutdown = shutdown
+        self.timeout = timeout
+        self.deadlines = deadlines or Deadlines()
+
+    def identify(self, body: dict[str, Any]) -> str | None:
+        call = body.get("call")
+        return valid_id(call.get("id")) if isinstance(call, dict) else None
+
+    def id_names(self, body: dict[str, Any]) -> IdNames:
+        return CALL_ID
+
+    async def run(self, body: dict[str, Any], identifier: str | None) -> dict[str, Any]:
+        timeout = self.timeout
+        context = None
+        deadline = None
+        if timeout is not None:
+            requested = body.get("call")
+            # The body is not validated yet: a name that is not a string fails in the call itself.
+            name = requested.get("name") if type(requested) is dict else None
+            if type(name) is not str or not self.worker.bounds_own_time(name):
+                deadline = asyncio.get_running_loop().time() + timeout
+        if identifier is not None:
+            context = ToolContext(identifier, self.worker.sandbox, deadline=deadline)
+        call = self.worker.call_tool_document(body, context=context, trusted_json=True)
+        task = asyncio.current_task()
+        if deadline is None or task is None:
+            result = await self.shutdown.cancellable(call, body, _source)
+            return result.to_wire() if isinstance(result, ExternalResult) else result
+        self.deadlines.watch(task, deadline)
+        try:
+            result = await call
+        except asyncio.CancelledError:
+            if not self.deadlines.unwatch(task):
+                return self.shutdown.result(body, _source).to_wire()
+            task.uncancel()
+            return failure(
+                body["call"]["id"],
+                body["call"]["name"],
+                "timeout",
+                "TOOL_TIMEOUT",
+                "Tool call timed out",
+            ).to_wire()
+        if self.deadlines.unwatch(task):
+            task.uncancel()  # the tool swallowed the cancellation and finished: keep its result
+        return result
+
+    def publishes(
+        self,
+        outcome: dict[str, Any],
+        msg: Incoming,
+        key: str,
+        target: str | None,
+    ) -> list[Publish]:
+        trace = trace_headers(msg.headers) if msg.headers else {}
+        return self.outgoing.result("tool", outcome, key, target, trace, None)
