@@ -76,8 +76,8 @@ def test_isort_key_orders_constants_classes_then_the_rest() -> None:
     [
         pytest.param(interaction_worker, id="interaction_worker"),
         pytest.param(interaction_worker.client, id="client"),
-    pytest.param(interaction_worker.config, id="config"),
-    pytest.param(interaction_worker.contracts, id="contracts"),
+        pytest.param(interaction_worker.config, id="config"),
+        pytest.param(interaction_worker.contracts, id="contracts"),
         pytest.param(interaction_worker.mcp, id="mcp"),
         pytest.param(interaction_worker.nodes, id="nodes"),
         pytest.param(interaction_worker.sinks, id="sinks"),
