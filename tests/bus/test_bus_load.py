@@ -3,6 +3,7 @@ the work exactly once, `concurrency` bounds executions, `max_pending` refuses wi
 stop lets running calls finish or reports them as cancelled, refusing what had not started.
 """
 
+import asyncio
 import json
 from typing import Any
 
@@ -12,6 +13,8 @@ from bus_doubles import Kit
 from bus_harness import Bus, Serve, decode, settled, unique_prefix
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+
+from interaction_worker import InteractionWorker, Sandbox
 
 pytest_plugins = ["bus_fixtures"]
 
@@ -255,3 +258,38 @@ async def test_a_call_sent_right_after_start_returns_is_answered(
         finally:
             await binding.stop(1.0)
             await client.close()
+
+
+class StuckDiscovery:
+    """An MCP server whose listing never ends."""
+
+    async def list_tools(self, cursor: str | None = None) -> Any:
+        await asyncio.Event().wait()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        raise AssertionError("not called")
+
+
+@nats_py_only
+async def test_a_discover_cut_by_shutdown_is_refused_shutting_down(
+    serve: Serve,
+) -> None:
+    worker = InteractionWorker(
+        mcp={"stuck": StuckDiscovery()}, sandbox=Sandbox(mcp=["stuck"])
+    )
+    served = await serve(worker)
+    bus = served.bus
+    sent = await bus.send("mcp", {"operation": "discover", "server": "stuck"})
+    await asyncio.sleep(0.2)
+
+    await served.stop(grace=0.1)
+    reply = await bus.reply(sent)
+    (dead,) = await bus.wait(bus.is_dead)
+
+    assert decode(reply) == {
+        "error": {
+            "code": "SHUTTING_DOWN",
+            "message": "The worker shut down before the request finished",
+        }
+    }
+    assert decode(dead)["error"]["code"] == "SHUTTING_DOWN"

@@ -1,5 +1,6 @@
 """`P.mcp.call`: a discover (its capabilities, a reply only) or an invoke (a result and its events)."""
 
+import asyncio
 from typing import Any
 
 from ...contracts import ExternalResult, McpDiscoverOutput, McpInvokeOutput
@@ -36,6 +37,12 @@ class McpCalls:
         return None if body.get("operation") == "discover" else CALL_ID
 
     async def run(self, body: dict[str, Any], identifier: str | None) -> McpOutcome:
+        if body.get("operation") == "discover":
+            # A discover has no call to answer with a `cancelled` result: shutdown refuses it.
+            try:
+                return await self.worker.call_mcp(body)
+            except asyncio.CancelledError:
+                self.shutdown.refuse()
         return await self.shutdown.cancellable(
             self.worker.call_mcp(body), body, _source
         )

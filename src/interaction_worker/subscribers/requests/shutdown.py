@@ -3,10 +3,11 @@ or cancelled by the worker's shutdown (wire.md 6)."""
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from ...contracts import ExternalResult
 from ...contracts import validation as check
+from ...errors import ShuttingDown
 
 T = TypeVar("T")
 
@@ -42,6 +43,15 @@ class Shutdown:
             return await work
         except asyncio.CancelledError:
             return self.result(body, source)
+
+    def refuse(self) -> NoReturn:
+        """Called while handling a CancelledError of a request that has no result to write:
+        re-raises it unless shutdown caused it, else refuses the request with SHUTTING_DOWN."""
+        task = asyncio.current_task()
+        if not self.started or task is None:
+            raise asyncio.CancelledError
+        task.uncancel()
+        raise ShuttingDown("The worker shut down before the request finished")
 
     def result(
         self, body: dict[str, Any], source: Callable[[dict[str, Any]], str]
