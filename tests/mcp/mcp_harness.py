@@ -98,15 +98,7 @@ class HttpProbe:
         """Stop the server with `how` (SIGTERM: uvicorn's graceful shutdown) and wait for its end."""
         process, self.process = self.process, None
         if process is not None:
-            if process.returncode is None:
-                process.send_signal(how)
-            try:
-                with anyio.fail_after(10):
-                    await process.wait()
-            finally:
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
+            await stop_process(process, how)
 
     def connection(
         self, *, timeout: float = 30.0, required: bool = True
@@ -143,3 +135,16 @@ def running(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+async def stop_process(process: Process, how: signal.Signals) -> None:
+    """Send `how` and wait for the end; SIGKILL after 10 s."""
+    if process.returncode is None:
+        process.send_signal(how)
+    try:
+        with anyio.fail_after(10):
+            await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 from anyio.abc import Process
-from mcp_harness import START
+from mcp_harness import START, stop_process
 
 NPM = Path(__file__).parent / "npm"
 # Written after a successful `npm ci`, as the Makefile does: its age tells whether the lock changed.
@@ -112,12 +112,4 @@ class Everything:
         """Stop the server with `how` and wait for its end."""
         process, self.process = self.process, None
         if process is not None:
-            if process.returncode is None:
-                process.send_signal(how)
-            try:
-                with anyio.fail_after(10):
-                    await process.wait()
-            finally:
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
+            await stop_process(process, how)
