@@ -164,5 +164,9 @@ class RegistrationError(ValueError):
     """A tool, MCP server or sink cannot be registered (invalid or duplicate name)."""
 
 
+class ServeError(Exception):
+    """`serve` could not start: the NATS server cannot be reached (one line, no secret)."""
+
+
 class ConfigurationError(ValueError):
     """A setting is invalid; the message names the key and the rule."""

@@ -17,7 +17,7 @@ from nats.errors import SlowConsumerError
 
 from . import event_loop
 from .embedded import EmbeddedNatsServer
-from .errors import McpClientError
+from .errors import McpClientError, ServeError
 from .tools import check_command_limits
 from .worker import InteractionWorker
 
@@ -26,10 +26,6 @@ _LOGGER = logging.getLogger("interaction_worker")
 # 20,000 calls (5.2 us of CPU a call) with Python's thresholds, 89 (3.0 us) after gc.freeze(), none
 # with this threshold as well.
 GC_THRESHOLD = 20_000
-
-
-class ServeError(Exception):
-    """`serve` could not start: the NATS server cannot be reached (one line, no secret)."""
 
 
 @dataclass(frozen=True)

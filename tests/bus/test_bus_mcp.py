@@ -40,8 +40,9 @@ from nats.aio.msg import Msg
 from interaction_worker import InteractionWorker, McpClient, McpRegistry, Sandbox
 from interaction_worker.app import build_worker
 from interaction_worker.config import parse_settings
+from interaction_worker.errors import ServeError
 from interaction_worker.mcp import McpServerConnection, http_transport
-from interaction_worker.service import ServeError, ServeOptions, serve
+from interaction_worker.service import ServeOptions, serve
 
 pytest_plugins = ["bus_fixtures", "mcp_fixtures"]
 

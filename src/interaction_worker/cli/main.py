@@ -1,6 +1,7 @@
 """The entry point: parse, run one command, and turn every failure into an exit code and one line."""
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -8,24 +9,34 @@ from collections.abc import Sequence
 
 from ..client import ConnectError, NoWorkerError
 from ..embedded import EmbeddedServerError
-from ..errors import ConfigurationError, RegistrationError
-from ..service import ServeError
-from . import requests, serve
+from ..errors import ConfigurationError, RegistrationError, ServeError
 from .output import UsageError
 from .parser import EXIT_FAILED, EXIT_USAGE, Handler, build_parser
 
 # What a process killed by SIGPIPE reports in a shell (128 + 13): `cmd | head -1`.
 EXIT_BROKEN_PIPE = 141
 
+
+def _lazy(module: str, function: str) -> Handler:
+    """A command's handler, imported when it runs: `call` need not load what `run` serves with
+    (the MCP SDK, FastStream), which would cost a client command about a second of start-up."""
+
+    def handler(args: argparse.Namespace) -> int:
+        command = getattr(importlib.import_module(module, __package__), function)
+        return int(command(args))
+
+    return handler
+
+
 HANDLERS: dict[str, Handler] = {
-    "run": serve.run,
-    "schema": serve.schema,
-    "check-config": serve.check_config,
-    "call": requests.call,
-    "tools": requests.tools,
-    "mcp discover": requests.mcp_discover,
-    "mcp invoke": requests.mcp_invoke,
-    "deliver": requests.deliver,
+    "run": _lazy(".serve", "run"),
+    "schema": _lazy(".serve", "schema"),
+    "check-config": _lazy(".serve", "check_config"),
+    "call": _lazy(".requests", "call"),
+    "tools": _lazy(".requests", "tools"),
+    "mcp discover": _lazy(".requests", "mcp_discover"),
+    "mcp invoke": _lazy(".requests", "mcp_invoke"),
+    "deliver": _lazy(".requests", "deliver"),
 }
 
 

@@ -180,6 +180,8 @@ async def connect(target: Target, *, name: str, wait: float = 5.0) -> Client:
                 name=name,
                 allow_reconnect=False,
                 max_reconnect_attempts=1,
+                # nats-py waits this long before its one retry of a refused first connect.
+                reconnect_time_wait=0.1,
                 connect_timeout=min(2.0, wait),
                 error_cb=remember,
                 **target.options,
