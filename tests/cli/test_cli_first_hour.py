@@ -402,3 +402,17 @@ def test_every_command_fails_in_one_line_and_ends_quietly_on_a_broken_pipe(
         lines = done.err.splitlines()
         assert len(lines) == 1 and lines[0].startswith("interaction-worker: "), where
         assert done.code == (2 if kind == "path" else 1), where
+
+
+@pytest.mark.parametrize("command", [["call", "pwd"], ["tools"], ["run"]])
+@pytest.mark.parametrize("url", ["bad", "localhost:4222", "nats://", "http://h:4222"])
+def test_a_nats_url_that_cannot_be_one_is_bad_usage(
+    command: list[str], url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    done = in_process([*command, "--nats-url", url], capsys, cwd=tmp_path)
+
+    assert done.code == 2
+    (line,) = done.err.splitlines()
+    assert line.endswith(
+        "argument --nats-url: must be a URL such as nats://127.0.0.1:4222 (see --help)"
+    )

@@ -7,11 +7,13 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 from ..event_loop import LOOP_NAMES
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 Handler = Callable[[argparse.Namespace], int]
+_NATS_SCHEMES = ("nats", "tls", "ws", "wss")
 
 
 class Parser(argparse.ArgumentParser):
@@ -19,6 +21,19 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see --help)\n")
+
+
+def _nats_url(value: str) -> str:
+    """A usage error for what cannot be a server's URL, before anything tries to dial it."""
+    try:
+        parts = urlsplit(value)
+        valid = parts.scheme in _NATS_SCHEMES and bool(parts.hostname)
+        _ = parts.port
+    except ValueError:
+        valid = False
+    if not valid or any(c.isspace() for c in value):
+        raise argparse.ArgumentTypeError("must be a URL such as nats://127.0.0.1:4222")
+    return value
 
 
 def _common(sub: argparse.ArgumentParser, *, client_side: bool) -> None:
@@ -32,6 +47,7 @@ def _common(sub: argparse.ArgumentParser, *, client_side: bool) -> None:
     sub.add_argument(
         "--nats-url",
         metavar="URL",
+        type=_nats_url,
         help="connect here instead of the configured server",
     )
     sub.add_argument(
