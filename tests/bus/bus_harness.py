@@ -7,9 +7,10 @@ published them.
 """
 
 import asyncio
+import contextlib
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,9 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from interaction_worker import InteractionWorker
+from interaction_worker.app import build_worker
+from interaction_worker.config import Settings
+from interaction_worker.service import ConnectionStats, ServeOptions, serve
 from interaction_worker.subscribers import Kind, NatsBinding, Subjects
 
 BINDINGS = ("nats-py", "faststream")
@@ -267,3 +271,40 @@ class Serve:
             await served.stop(grace=1.0)
         for client in self._clients:
             await client.close()
+
+
+@dataclass
+class Running:
+    """A worker served from its configuration as `run` serves it: the bus watching its prefix, the
+    event that stops it, and the task of `service.serve`."""
+
+    bus: Bus
+    stop: asyncio.Event
+    task: asyncio.Task[ConnectionStats]
+
+
+@contextlib.asynccontextmanager
+async def running_service(
+    settings: Settings, options: ServeOptions, *, start_bound: float = WAIT
+) -> AsyncIterator[Running]:
+    """`service.serve` of the worker `settings` build, until the block ends (or `stop` is set)."""
+    assert options.url is not None
+    ready, stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(
+        serve(
+            build_worker(settings),
+            options,
+            ready=lambda url: ready.set(),
+            stop=stop,
+            install_signal_handlers=False,
+        )
+    )
+    watcher = Serve("nats-py", options.url)
+    try:
+        with anyio.fail_after(start_bound):
+            await ready.wait()
+        yield Running(await watcher.bus(options.url, options.prefix), stop, task)
+    finally:
+        stop.set()
+        await watcher.close()
+        await asyncio.wait({task})

@@ -7,7 +7,6 @@ while the worker is idle (the SDK's and the reference server-everything, marked 
 servers that cannot be reached, and the served worker that leaves no child process behind.
 """
 
-import asyncio
 import os
 import signal
 import socket
@@ -19,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from bus_harness import Bus, Serve, Served, decode, unique_prefix
+from bus_harness import Bus, Serve, Served, decode, running_service, unique_prefix
 from mcp_harness import (
     BACKOFF,
     PROBE,
@@ -497,34 +496,17 @@ async def test_the_served_worker_connects_the_files_servers_and_leaves_no_child_
     settings = served_settings(nats_url, {"files": stdio})
     prefix = unique_prefix()
     options = ServeOptions(url=nats_url, prefix=prefix, shutdown_grace=0.2)
-    ready, stop = asyncio.Event(), asyncio.Event()
-    serving_task = asyncio.create_task(
-        serve(
-            build_worker(settings),
-            options,
-            ready=lambda url: ready.set(),
-            stop=stop,
-            install_signal_handlers=False,
-        )
-    )
-    watcher = Serve("nats-py", nats_url)
-    try:
-        with anyio.fail_after(START):
-            await ready.wait()
-        bus = await watcher.bus(nats_url, prefix)
+    async with running_service(settings, options, start_bound=START) as served:
+        bus = served.bus
         listing = await discover(bus, "files")
         sent = await bus.send(
             "mcp", invoke_body("files", "slow", {"seconds": 30, "tag": "s"}, "m-s")
         )
         await wait_for((tmp_path / "started-s").exists, "the slow call")
-        stop.set()
+        served.stop.set()
         cancelled = decode(await bus.reply(sent))["result"]
         with anyio.fail_after(START):
-            await serving_task
-    finally:
-        stop.set()
-        await watcher.close()
-        await asyncio.wait({serving_task})
+            await served.task
 
     assert names(listing) == [("files", name) for name in PROBE_TOOLS]
     assert (cancelled["status"], cancelled["error"]["code"]) == (

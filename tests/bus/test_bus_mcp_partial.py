@@ -6,22 +6,19 @@ reply's `unavailable`, and the others are listed; a required server that is down
 discovered by name, still fails the request.
 """
 
-import asyncio
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from bus_harness import Bus, Serve, decode, unique_prefix
+from bus_harness import Bus, Serve, decode, running_service, unique_prefix
 from mcp_harness import BACKOFF, START, pages_connection
 
 from interaction_worker import InteractionWorker, McpRegistry, Sandbox
-from interaction_worker.app import build_worker
 from interaction_worker.config import parse_settings
 from interaction_worker.mcp import McpServerConnection, http_transport
-from interaction_worker.service import ServeOptions, serve
+from interaction_worker.service import ServeOptions
 
 pytest_plugins = ["bus_fixtures", "mcp_fixtures"]
 
@@ -92,29 +89,12 @@ async def test_the_served_worker_lists_its_servers_and_names_the_optional_one_th
         base_dir=tmp_path,
     )
     prefix = unique_prefix()
-    ready, stop = asyncio.Event(), asyncio.Event()
-    serving = asyncio.create_task(
-        serve(
-            build_worker(settings),
-            ServeOptions(url=nats_url, prefix=prefix, shutdown_grace=0.2),
-            ready=lambda url: ready.set(),
-            stop=stop,
-            install_signal_handlers=False,
-        )
-    )
-    watcher = Serve("nats-py", nats_url)
-    try:
-        with anyio.fail_after(START):
-            await ready.wait()
-        bus = await watcher.bus(nats_url, prefix)
-        every = await discover(bus)
-        files = await discover(bus, "files")
-        web = await discover(bus, "web")
-    finally:
-        stop.set()
-        await watcher.close()
-        await asyncio.wait({serving})
-    serving.result()
+    options = ServeOptions(url=nats_url, prefix=prefix, shutdown_grace=0.2)
+    async with running_service(settings, options, start_bound=START) as served:
+        every = await discover(served.bus)
+        files = await discover(served.bus, "files")
+        web = await discover(served.bus, "web")
+    served.task.result()
 
     assert [c["name"] for c in files["capabilities"]] == [f"t{i}" for i in range(6)]
     assert every == {
