@@ -309,5 +309,5 @@ class InteractionWorker:
         return build_router(
             handler,
             queue=queue or f"{prefix}-workers",
-            max_workers=self.concurrency or 64,
+            concurrency=self.concurrency or 64,
         )

@@ -183,3 +183,39 @@ async def test_no_message_is_handed_to_a_worker_thread(
     await bus.request("tool", b"not json")
 
     assert handed == []
+
+
+async def test_a_restarted_broker_still_waits_for_its_calls_then_cancels_them(
+    nats_url: str,
+) -> None:
+    """The router's calls run in tasks of its own, held by the lock each subscriber's `stop()` waits
+    on; a broker started again makes new locks, and the calls must hold those."""
+    prefix = unique_prefix()
+    kit = Kit()
+    watcher = await nats.connect(nats_url, max_reconnect_attempts=1)
+    bus = Bus(watcher, prefix)
+    await bus.watch()
+    broker = NatsBroker(nats_url, logger=None, graceful_timeout=1.0)
+    broker.include_router(kit.worker(concurrency=4).router(prefix=prefix))
+    try:
+        for round_ in range(2):
+            await broker.start()
+            await settled(broker.connection)
+            short = await bus.send("tool", slow_call(f"short-{round_}", 0.3))
+            long = await bus.send("tool", slow_call(f"long-{round_}", 30))
+            await kit.slow.wait_started(2 * round_ + 2)
+            await broker.stop()
+
+            assert decode(await bus.reply(short))["status"] == "success"
+            assert decode(await bus.reply(long))["error"]["code"] == "WORKER_SHUTDOWN"
+        assert kit.slow.finished == ["short-0", "short-1"]
+        assert kit.slow.cancelled == ["long-0", "long-1"]
+    finally:
+        await broker.stop()
+        await watcher.close()
+
+
+def slow_call(call_id: str, seconds: float) -> bytes:
+    return json.dumps(
+        {"call": {"id": call_id, "name": "slow", "arguments": {"seconds": seconds}}}
+    ).encode()

@@ -2,15 +2,22 @@
 their own FastStream application (the AsyncAPI document comes from a typed twin, see asyncapi.py).
 
 Inside the team's broker, each request subject is an ordinary FastStream subscriber: their broker
-subscribes it (queue group `P-workers`), its middlewares wrap every message's handling, its logger
-logs it, and `broker.stop()` waits up to `graceful_timeout` for the calls in flight, then cancels
-them; a call cancelled so publishes its `cancelled` / WORKER_SHUTDOWN outcome, as in the nats-py
-binding. FastStream runs up to `max_workers` messages at once per subject; `max_pending`/OVERLOADED
-belong to the nats-py binding's dispatcher and do not apply here. That concurrency is FastStream's
-and costs about as much per message as a whole plain FastStream handler (a memory stream, a
-semaphore taken twice and a task per message, and so a socket write per message): with
-`max_workers=1` FastStream takes one message at a time, cheaply, but a call that waits holds up the
-ones behind it (docs/benchmarks.md).
+subscribes it (queue group `P-workers`), its middlewares see every message, its logger logs it, and
+`broker.stop()` waits up to `graceful_timeout` for the calls in flight, then cancels them; a call
+cancelled so publishes its `cancelled` / WORKER_SHUTDOWN outcome, as in the nats-py binding.
+`max_pending`/OVERLOADED belong to the nats-py binding's dispatcher and do not apply here.
+
+Up to the worker's concurrency (64 when it sets none) calls run at once per subject, and that
+concurrency is the router's own, not FastStream's `max_workers`. FastStream's concurrent path (a
+memory stream, a semaphore taken twice and an anyio task per message, and so a socket write per
+message) costs about as much per message as a whole plain FastStream handler: the router on it
+reached half the rate of a plain one-at-a-time FastStream handler (docs/benchmarks.md). So each
+subscriber takes one message at a time, FastStream's cheap default, and hands the call to a task of
+its own, up to the limit; past it, the subscriber waits, as FastStream's would. The subscriber's
+`lock`, the `MultiLock` its `stop()` waits on, is replaced by one that each running call holds (and
+that cancels what is still running once the wait is over), so shutdown is FastStream's. What a team
+sees differently: a subscriber middleware's `consume_scope` ends once the call is handed over, not
+when it is answered. With concurrency 1 the call runs inside the subscriber, as a plain handler does.
 
 What differs from a handler written the obvious FastStream way, and why:
 
@@ -39,9 +46,13 @@ uuid4 per message (the correlation id of a message that brings none, some 7 µs 
 take the place of the broker's parser on these subjects.
 """
 
+import asyncio
+import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from faststream import AckPolicy
+from faststream._internal.endpoint.subscriber.utils import MultiLock
 from faststream.message import StreamMessage
 from faststream.nats import NatsRouter
 from nats.aio.msg import Msg
@@ -50,9 +61,11 @@ from .handler import MessageHandler
 from .incoming import Incoming
 from .subjects import KINDS, Kind
 
+_LOGGER = logging.getLogger("interaction_worker")
+
 
 def build_router(
-    handler: MessageHandler, *, queue: str, max_workers: int = 64
+    handler: MessageHandler, *, queue: str, concurrency: int = 64
 ) -> NatsRouter:
     router = NatsRouter()
     # The publishes carry the handler's headers and nothing else (see the module docstring).
@@ -61,7 +74,7 @@ def build_router(
     # then gets its `cancelled` / WORKER_SHUTDOWN outcome published, as in the nats-py binding.
     handler.shutting_down = True
     for kind in KINDS:
-        _subscribe(router, handler, kind, queue, max_workers)
+        _subscribe(router, handler, kind, queue, concurrency)
     return router
 
 
@@ -70,22 +83,20 @@ def _subscribe(
     handler: MessageHandler,
     kind: Kind,
     queue: str,
-    max_workers: int,
+    concurrency: int,
 ) -> None:
     subject = handler.subjects.request(kind)
     # no_reply: the handler publishes its own reply (or error reply); FastStream would add an empty one.
     subscriber = router.subscriber(
         subject,
         queue=queue,
-        max_workers=max_workers,
         title=subject,
         no_reply=True,
         ack_policy=AckPolicy.MANUAL,
         decoder=_incoming,
     )
 
-    @subscriber
-    async def on_message(incoming: Incoming) -> None:
+    async def serve(incoming: Incoming) -> None:
         # The subscriber's connection is its broker's: known only once that broker has connected,
         # and its server's max_payload with it (a reconnection may change both).
         connection = subscriber.connection
@@ -94,8 +105,58 @@ def _subscribe(
         for target, payload, headers in await handler.handle(kind, incoming):
             await publish(target, payload, headers=headers)
 
+    if concurrency == 1:
+        subscriber(serve)
+        return
+
+    calls = _CallsInFlight(concurrency, subject)
+
+    @subscriber
+    async def on_message(incoming: Incoming) -> None:
+        await calls.start(subscriber, serve(incoming))
+
 
 async def _incoming(msg: StreamMessage[Any]) -> Incoming:
     """The message as the handler takes it; its body is not decoded (see the module docstring)."""
     raw: Msg = msg.raw_message
     return Incoming(raw.subject, raw.data, raw.headers, raw.reply)
+
+
+class _CallsInFlight(MultiLock):
+    """The calls a subscriber has handed off, as the lock its `stop()` waits on.
+
+    FastStream's `stop()` waits up to `graceful_timeout` on its subscriber's `lock` (a `MultiLock`
+    each message holds while it is consumed), then goes on. Put in that lock's place, this one is
+    held by each running call, so the wait covers the calls, and once the wait is over it cancels the
+    calls still running and waits for them to publish their outcome.
+    """
+
+    def __init__(self, limit: int, subject: str) -> None:
+        super().__init__()
+        self.limit = asyncio.Semaphore(limit)
+        self.subject = subject
+        self.running: set[asyncio.Task[None]] = set()
+
+    async def start(self, subscriber: Any, call: Coroutine[Any, Any, None]) -> None:
+        # Waiting for a free place holds up the subscription, as FastStream's own limit does.
+        await self.limit.acquire()
+        if subscriber.lock is not self:
+            subscriber.lock = self  # a new one at each start of the subscriber
+        self.acquire()
+        task = asyncio.create_task(call)
+        self.running.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self.running.discard(task)
+        self.release()
+        self.limit.release()
+        if not task.cancelled() and (error := task.exception()) is not None:
+            # The handler answers every failure on the wire; what is left is a publish that failed.
+            _LOGGER.error("a call on %s ended unanswered", self.subject, exc_info=error)
+
+    async def wait_release(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 (FastStream's signature)
+        await super().wait_release(timeout)
+        for task in self.running:
+            task.cancel()
+        await asyncio.gather(*self.running, return_exceptions=True)
