@@ -15,7 +15,7 @@ LAYERS: list[set[str]] = [
     {"contracts"},
     {"errors", "schema", "asyncapi"},
     {"config", "embedded", "event_loop"},
-    {"nodes"},
+    {"nodes", "ledger"},
     {"subscribers", "sinks", "tools", "mcp"},
     {"worker"},
     {"service"},
@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"__init__"},
 ]
 RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
-NO_NATS = {"contracts", "errors", "config", "nodes"}
+NO_NATS = {"contracts", "errors", "config", "nodes", "ledger"}
 NATS_LIBRARIES = {"nats", "faststream"}
 
 

@@ -77,6 +77,7 @@ durable:
 idempotency:
   enabled: null                # null: on in durable mode, off otherwise
   bucket: interaction_ledger
+  replicas: 1                  # key-value bucket replicas (3 on a 3-node cluster)
   ttl: 24h
   lease: 30s                   # a claim's lease, renewed while the call runs
   wait: 30s                    # core mode: how long a retry waits for a running first attempt
@@ -159,6 +160,7 @@ def defaults(base: Path) -> Settings:
         idempotency=IdempotencySettings(
             enabled=None,
             bucket="interaction_ledger",
+            replicas=1,
             ttl=24 * 3600.0,
             lease=30.0,
             wait=30.0,
@@ -429,6 +431,20 @@ def test_concurrency_takes_a_positive_integer_or_null() -> None:
 def test_idempotency_may_be_switched_off_explicitly() -> None:
     settings = parse_settings({"idempotency": {"enabled": False}}, base_dir=Path("/"))
     assert settings.idempotency.enabled is False
+
+
+def test_the_idempotency_ledger_may_be_switched_on() -> None:
+    settings = parse_settings(
+        {"idempotency": {"enabled": True, "replicas": 3, "lease": "9s", "wait": "2s"}},
+        base_dir=Path("/"),
+    )
+    ledger = settings.idempotency
+    assert (ledger.enabled, ledger.replicas, ledger.lease, ledger.wait) == (
+        True,
+        3,
+        9.0,
+        2.0,
+    )
 
 
 # --------------------------------------------------------------------------- problems
@@ -853,9 +869,14 @@ PROBLEMS = [
         id="durable-stream-name",
     ),
     pytest.param(
-        {"idempotency": {"enabled": True}},
-        "idempotency.enabled: the idempotency ledger is not available in this version",
-        id="idempotency-refused",
+        {"idempotency": {"replicas": 0}},
+        "idempotency.replicas must be an integer from 1 to 5",
+        id="idempotency-replicas",
+    ),
+    pytest.param(
+        {"idempotency": {"lease": "0s"}},
+        "idempotency.lease must be a positive duration such as 500ms, 30s or 24h",
+        id="idempotency-lease",
     ),
     pytest.param(
         {"idempotency": {"enabled": "auto"}},

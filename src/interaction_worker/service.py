@@ -16,6 +16,7 @@ from nats.aio.client import Client
 from nats.errors import SlowConsumerError
 
 from . import event_loop
+from .config import IdempotencySettings
 from .embedded import EmbeddedNatsServer
 from .errors import McpClientError, ServeError
 from .tools import check_command_limits
@@ -44,6 +45,9 @@ class ServeOptions:
     shutdown_grace: float = 15.0
     connect_timeout: float = 10.0
     connect_options: dict[str, Any] = field(default_factory=dict)
+    idempotency: IdempotencySettings | None = (
+        None  # the ledger, when enabled (wire.md 8)
+    )
 
 
 @dataclass
@@ -152,6 +156,7 @@ async def serve(
             reply_prefixes=options.reply_prefixes,
             tool_timeout=options.tool_timeout,
             max_pending=options.max_pending,
+            idempotency=options.idempotency,
         )
         stack.push_async_callback(worker.aclose)
         try:

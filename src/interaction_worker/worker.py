@@ -6,12 +6,15 @@ raises an `InteractionWorkerError` whose code is the wire's; the bus bindings ca
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from faststream.nats import NatsRouter
 from nats.aio.client import Client
 
+from .config import IdempotencySettings
 from .contracts import (
     ContractError,
     ExternalResult,
@@ -30,6 +33,7 @@ from .errors import (
     McpUnavailable,
     NotFound,
 )
+from .ledger import Ledger
 from .nodes import (
     DeliveryContext,
     McpClient,
@@ -40,9 +44,16 @@ from .nodes import (
     ToolContext,
     ToolRegistry,
     deliver_output,
+    is_rerunnable,
     observe_request,
 )
-from .subscribers import MessageHandler, NatsBinding, Subjects, build_router
+from .subscribers import (
+    JetStreamStore,
+    MessageHandler,
+    NatsBinding,
+    Subjects,
+    build_router,
+)
 
 _LOGGER = logging.getLogger("interaction_worker.mcp")
 
@@ -165,6 +176,12 @@ class InteractionWorker:
         """Whether the tool `name` ends its calls in time by itself, so `tool_timeout` is not armed."""
         return self.tools.bounds_own_time(name)
 
+    def rerunnable(self, name: str) -> bool:
+        """Whether the tool `name` may run again after a crash cut its call (declared idempotent, or
+        read-only: wire.md 8); False for an unknown name."""
+        tool = self.tools.get(name)
+        return tool is not None and is_rerunnable(tool)
+
     def list_tools(self, request: object) -> ToolList:
         """`P.tool.list`: `{}` → the tools served and granted; `{"name"}` → that one tool."""
         try:
@@ -255,6 +272,7 @@ class InteractionWorker:
         reply_prefixes: tuple[str, ...] = ("_INBOX.",),
         max_payload: int = DEFAULT_MAX_PAYLOAD,
         tool_timeout: float | None = 60.0,
+        ledger: Ledger | None = None,
     ) -> MessageHandler:
         """The transport-neutral handling of this worker's messages (both bindings use it)."""
         return MessageHandler(
@@ -263,6 +281,7 @@ class InteractionWorker:
             reply_prefixes=reply_prefixes,
             max_payload=max_payload,
             tool_timeout=tool_timeout,
+            ledger=ledger,
         )
 
     def nats_binding(
@@ -274,13 +293,19 @@ class InteractionWorker:
         reply_prefixes: tuple[str, ...] = ("_INBOX.",),
         tool_timeout: float | None = 60.0,
         max_pending: int = 1000,
+        idempotency: IdempotencySettings | None = None,
     ) -> NatsBinding:
-        """The standalone serving path on a connected nats-py client; `start()` it to serve."""
+        """The standalone serving path on a connected nats-py client; `start()` it to serve.
+
+        With `idempotency` enabled, calls and deliveries run under the ledger (wire.md 8), in the
+        JetStream bucket it names, which `start()` creates or binds."""
+        store = _ledger_store(idempotency, client)
         handler = self.message_handler(
             prefix=prefix,
             reply_prefixes=reply_prefixes,
             max_payload=client.max_payload,
             tool_timeout=tool_timeout,
+            ledger=_ledger(idempotency, store),
         )
         return NatsBinding(
             client,
@@ -288,6 +313,7 @@ class InteractionWorker:
             queue=queue or f"{prefix}-workers",
             concurrency=self.concurrency,
             max_pending=max_pending,
+            ledger_store=store,
         )
 
     def router(
@@ -298,16 +324,46 @@ class InteractionWorker:
         reply_prefixes: tuple[str, ...] = ("_INBOX.",),
         tool_timeout: float | None = 60.0,
         max_payload: int = DEFAULT_MAX_PAYLOAD,
+        idempotency: IdempotencySettings | None = None,
     ) -> NatsRouter:
-        """A FastStream router serving the same subjects, to include in your own broker."""
+        """A FastStream router serving the same subjects, to include in your own broker.
+
+        With `idempotency` enabled, calls and deliveries run under the ledger (wire.md 8), in the
+        JetStream bucket it names, created or bound on the broker's connection at first use."""
+        store = _ledger_store(idempotency, None)
         handler = self.message_handler(
             prefix=prefix,
             reply_prefixes=reply_prefixes,
             max_payload=max_payload,
             tool_timeout=tool_timeout,
+            ledger=_ledger(idempotency, store),
         )
         return build_router(
             handler,
             queue=queue or f"{prefix}-workers",
             concurrency=self.concurrency or 64,
+            ledger_store=store,
         )
+
+
+def _ledger_store(
+    settings: IdempotencySettings | None, client: Client | None
+) -> JetStreamStore | None:
+    if settings is None or not settings.enabled:
+        return None
+    return JetStreamStore(
+        client, bucket=settings.bucket, ttl=settings.ttl, replicas=settings.replicas
+    )
+
+
+def _ledger(
+    settings: IdempotencySettings | None, store: JetStreamStore | None
+) -> Ledger | None:
+    if settings is None or store is None:
+        return None
+    return Ledger(
+        store,
+        worker=f"{socket.gethostname()}:{os.getpid()}",
+        lease=settings.lease,
+        wait=settings.wait,
+    )

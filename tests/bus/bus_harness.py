@@ -22,7 +22,7 @@ from nats.aio.msg import Msg
 
 from interaction_worker import InteractionWorker
 from interaction_worker.app import build_worker
-from interaction_worker.config import Settings
+from interaction_worker.config import IdempotencySettings, Settings
 from interaction_worker.service import ConnectionStats, ServeOptions, serve
 from interaction_worker.subscribers import Kind, NatsBinding, Subjects
 
@@ -238,6 +238,7 @@ class Serve:
         tool_timeout: float | None = 60.0,
         max_pending: int = 1000,
         graceful_timeout: float = 5.0,
+        idempotency: IdempotencySettings | None = None,
     ) -> Served:
         url = url or self.url
         prefix = prefix or unique_prefix()
@@ -252,13 +253,16 @@ class Serve:
                 prefix=prefix,
                 max_pending=max_pending,
                 tool_timeout=tool_timeout,
+                idempotency=idempotency,
             )
             self.served.append(served)
             await served.nats_binding.start()
         else:
             broker = NatsBroker(url, logger=None, graceful_timeout=graceful_timeout)
             broker.include_router(
-                worker.router(prefix=prefix, tool_timeout=tool_timeout)
+                worker.router(
+                    prefix=prefix, tool_timeout=tool_timeout, idempotency=idempotency
+                )
             )
             served.broker = broker
             self.served.append(served)

@@ -162,6 +162,7 @@ class DurableSettings:
 class IdempotencySettings:
     enabled: bool | None = None  # None: on in durable mode, off otherwise
     bucket: str = "interaction_ledger"
+    replicas: int = 1
     ttl: float = 86400.0
     lease: float = 30.0
     wait: float = 30.0
@@ -249,6 +250,7 @@ class Settings:
             "idempotency": {
                 "enabled": ledger.enabled,
                 "bucket": ledger.bucket,
+                "replicas": ledger.replicas,
                 "ttl": d(ledger.ttl),
                 "lease": d(ledger.lease),
                 "wait": d(ledger.wait),

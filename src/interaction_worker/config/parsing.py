@@ -235,21 +235,19 @@ def _durable(top: Section) -> DurableSettings:
 
 def _idempotency(top: Section) -> IdempotencySettings:
     with top.section("idempotency") as s:
-        enabled = s.raw("enabled")
-        if enabled is True:
-            s.problems.lines.append(
-                f"{s.key('enabled')}: the idempotency ledger {_UNAVAILABLE}"
-            )
-        elif s.has("enabled") and enabled is not None and enabled is not False:
+        enabled = s.raw("enabled") if s.has("enabled") else None
+        if enabled is not None and type(enabled) is not bool:
             s.fail("enabled", "must be true, false or null")
+            enabled = None
         return IdempotencySettings(
-            enabled=enabled if enabled is False else None,
+            enabled=enabled,
             bucket=s.string(
                 "bucket",
                 "interaction_ledger",
                 lambda v: NAME_CHARS.fullmatch(v) is not None,
                 "must be a bucket name of letters, digits, - and _",
             ),
+            replicas=s.integer("replicas", 1, 1, 5),
             ttl=s.duration("ttl", 86400.0),
             lease=s.duration("lease", 30.0),
             wait=s.duration("wait", 30.0),

@@ -42,6 +42,7 @@ from ..errors import (
 )
 from .mcp_answers import answer_fields, capability, result_of, tool_page
 from .sandbox import Sandbox
+from .side_effects import side_effect_starts
 
 DEFAULT_MAX_DISCOVERY_PAGES = 100
 DEFAULT_MAX_CAPABILITIES = 1000
@@ -151,6 +152,7 @@ class McpRegistry:
         client = self._client(request.server, sandbox)
         call = request.call
         source = f"{request.server}:{call.name}"
+        await side_effect_starts()
         try:
             response = await client.call_tool(call.name, dict(call.arguments))
         except McpUnavailable:

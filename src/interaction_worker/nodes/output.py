@@ -9,6 +9,7 @@ from ..contracts import ContractError, OutputReceipt, OutputRequest
 from ..contracts import validation as check
 from ..errors import InvalidInput, InvalidResult
 from .context import DeliveryContext
+from .side_effects import side_effect_starts
 
 
 @runtime_checkable
@@ -58,6 +59,7 @@ async def deliver_output(
     request = output_request(
         value.to_wire() if isinstance(value, OutputRequest) else value
     )
+    await side_effect_starts()
     receipt = await sink.deliver(
         request, context or DeliveryContext(request.delivery_id)
     )

@@ -24,6 +24,7 @@ from ..errors import (
 )
 from .context import ToolContext
 from .sandbox import Sandbox
+from .side_effects import side_effect_starts, starting
 
 T = TypeVar("T")
 
@@ -206,6 +207,8 @@ class ToolRegistry:
             Exception
         ) as error:  # a tool's validate may raise anything: its text is checked
             raise InvalidInput(str(error)) from None
+        if starting.get() is not None:
+            await side_effect_starts()
         outcome = await tool.execute(
             arguments, context or ToolContext(call_id, sandbox)
         )

@@ -6,6 +6,7 @@ from .dispatcher import Dispatcher
 from .faststream_router import build_router
 from .handler import MessageHandler
 from .incoming import Incoming
+from .ledger_store import JetStreamStore
 from .nats_binding import NatsBinding
 from .outgoing import Publish
 from .requests import Nodes
@@ -16,6 +17,7 @@ __all__ = [
     "NO_KEY",
     "Dispatcher",
     "Incoming",
+    "JetStreamStore",
     "Kind",
     "MessageHandler",
     "NatsBinding",

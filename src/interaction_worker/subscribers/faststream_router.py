@@ -59,13 +59,18 @@ from nats.aio.msg import Msg
 
 from .handler import MessageHandler
 from .incoming import Incoming
+from .ledger_store import JetStreamStore
 from .subjects import KINDS, Kind
 
 _LOGGER = logging.getLogger("interaction_worker")
 
 
 def build_router(
-    handler: MessageHandler, *, queue: str, concurrency: int = 64
+    handler: MessageHandler,
+    *,
+    queue: str,
+    concurrency: int = 64,
+    ledger_store: JetStreamStore | None = None,
 ) -> NatsRouter:
     router = NatsRouter()
     # The publishes carry the handler's headers and nothing else (see the module docstring).
@@ -74,7 +79,7 @@ def build_router(
     # then gets its `cancelled` / WORKER_SHUTDOWN outcome published, as in the nats-py binding.
     handler.shutting_down = True
     for kind in KINDS:
-        _subscribe(router, handler, kind, queue, concurrency)
+        _subscribe(router, handler, kind, queue, concurrency, ledger_store)
     return router
 
 
@@ -84,6 +89,7 @@ def _subscribe(
     kind: Kind,
     queue: str,
     concurrency: int,
+    ledger_store: JetStreamStore | None,
 ) -> None:
     subject = handler.subjects.request(kind)
     # no_reply: the handler publishes its own reply (or error reply); FastStream would add an empty one.
@@ -101,6 +107,8 @@ def _subscribe(
         # and its server's max_payload with it (a reconnection may change both).
         connection = subscriber.connection
         handler.max_payload = connection.max_payload or handler.max_payload
+        if ledger_store is not None:
+            ledger_store.bind(connection)
         publish = connection.publish
         for target, payload, headers in await handler.handle(kind, incoming):
             await publish(target, payload, headers=headers)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from ..contracts import JsonRefused, parse_json_object
 from ..contracts.keys import NO_KEY, subject_key
 from ..errors import InteractionWorkerError, InvalidJson
+from ..ledger import RECORD_ENVELOPE, Ledger
 from .dead_letters import UtcTimestamps
 from .incoming import Incoming, reply_target
 from .outgoing import Outgoing, Publish
@@ -31,6 +32,7 @@ class MessageHandler:
     Args:
         max_payload: the server's limit; replies and events that would exceed it are replaced.
         tool_timeout: seconds a tool may run before it is cancelled with TOOL_TIMEOUT.
+        ledger: the idempotency ledger the calls and deliveries run under (wire.md 8), if any.
         clock: the `receivedAt` of dead letters.
     """
 
@@ -44,15 +46,23 @@ class MessageHandler:
         tool_timeout: float | None = 60.0,
         clock: Callable[[], str] | None = None,
         logger: logging.Logger = _LOGGER,
+        ledger: Ledger | None = None,
     ) -> None:
         self.worker = worker
         self.subjects = subjects
         self.reply_prefixes = reply_prefixes
         self.outgoing = Outgoing(subjects, max_payload)
+        if ledger is not None:
+            self.outgoing.record_allowance = RECORD_ENVELOPE
+        self.ledger = ledger
         self.refusals = Refusals(self.outgoing, clock or UtcTimestamps(), logger)
         self.shutdown = Shutdown()
         self.families = families(
-            worker, self.outgoing, self.shutdown, tool_timeout=tool_timeout
+            worker,
+            self.outgoing,
+            self.shutdown,
+            tool_timeout=tool_timeout,
+            ledger=ledger,
         )
 
     @property

@@ -7,9 +7,12 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from ..errors import ServeError
+from ..ledger import StoreUnavailable
 from .dispatcher import Dispatcher
 from .handler import MessageHandler
 from .incoming import Incoming
+from .ledger_store import JetStreamStore
 from .outgoing import Publish
 from .subjects import KINDS, Kind
 
@@ -32,8 +35,10 @@ class NatsBinding:
         concurrency: int | None = None,
         max_pending: int = 1000,
         logger: logging.Logger = _LOGGER,
+        ledger_store: JetStreamStore | None = None,
     ) -> None:
         self.client = client
+        self.ledger_store = ledger_store
         self.handler = handler
         self.queue = queue
         self.logger = logger
@@ -53,6 +58,16 @@ class NatsBinding:
             await publish(subject, payload, headers=headers)
 
     async def start(self) -> None:
+        """Subscribe; with a ledger, its bucket is created or bound first.
+
+        Raises:
+            ServeError: the ledger's bucket cannot be opened (no JetStream on the server, say).
+        """
+        if self.ledger_store is not None:
+            try:
+                await self.ledger_store.open()
+            except StoreUnavailable as error:
+                raise ServeError(str(error)) from None
         for kind in KINDS:
             subject = self.handler.subjects.request(kind)
             subscription = await self.client.subscribe(

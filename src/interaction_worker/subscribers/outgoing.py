@@ -65,6 +65,9 @@ class Outgoing:
         self.max_payload = max_payload
         # Header bytes a binding adds to every publish beyond ours (FastStream's).
         self.header_allowance = 0
+        # Bytes a result or receipt leaves for the ledger's envelope when the ledger records it
+        # (wire.md 1): its `done` record must fit in max_payload too.
+        self.record_allowance = 0
 
     def room(self) -> int:
         """The bytes one publish may take, headers included."""
@@ -82,6 +85,37 @@ class Outgoing:
             raise ResultTooLarge(too_large)
         return [(target, payload, JSON_HEADERS)] if target else []
 
+    def fit_result(
+        self, result: dict[str, Any], operation: str | None, room: int | None = None
+    ) -> tuple[dict[str, Any], bytes, bytes]:
+        """The result (RESULT_TOO_LARGE in its place when its reply does not fit in `room`, by
+        default what an event without trace headers has), its JSON and its reply's JSON."""
+        if room is None:
+            room = self.room() - _EVENT_HEADERS
+        room -= self.record_allowance
+        result_json = to_json(result)
+        reply_json = (
+            b'{"operation":"invoke","result":' + result_json + b"}"
+            if operation == "invoke"
+            else result_json
+        )
+        if len(reply_json) <= room:
+            return result, result_json, reply_json
+        too_large = check.external_result(
+            {
+                "callId": result["callId"],
+                "source": result["source"],
+                "status": "failed",
+                "error": {
+                    "code": "RESULT_TOO_LARGE",
+                    "message": "The result is larger than the server's max_payload",
+                    "retryable": False,
+                },
+                "metadata": {"size": len(reply_json), "limit": self.max_payload},
+            }
+        ).to_wire()
+        return self.fit_result(too_large, operation, room + self.record_allowance)
+
     def result(
         self,
         family: str,
@@ -95,30 +129,8 @@ class Outgoing:
 
         The result must fit (its reply and its event), else it becomes RESULT_TOO_LARGE; its
         observation, which repeats the content, is shortened when it alone does not (wire.md 1)."""
-        result_json = to_json(result)
-        reply_json = (
-            b'{"operation":"invoke","result":' + result_json + b"}"
-            if operation == "invoke"
-            else result_json
-        )
         room = self.room() - _EVENT_HEADERS - (headers_size(trace) if trace else 0)
-        if len(reply_json) > room:
-            too_large = check.external_result(
-                {
-                    "callId": result["callId"],
-                    "source": result["source"],
-                    "status": "failed",
-                    "error": {
-                        "code": "RESULT_TOO_LARGE",
-                        "message": "The result is larger than the server's max_payload",
-                        "retryable": False,
-                    },
-                    "metadata": {"size": len(reply_json), "limit": self.max_payload},
-                }
-            )
-            return self.result(
-                family, too_large.to_wire(), key, target, trace, operation
-            )
+        result, result_json, reply_json = self.fit_result(result, operation, room)
         observation = wire_observation(result)
         observation_json = to_json(observation)
         if len(observation_json) > room:
@@ -153,6 +165,29 @@ class Outgoing:
             events.insert(0, (target, reply_json, JSON_HEADERS))
         return events
 
+    def fit_receipt(
+        self, receipt: OutputReceipt, trace_size: int = 0
+    ) -> tuple[OutputReceipt, bytes]:
+        """The receipt, or one with its status and the error RESULT_TOO_LARGE when it does not fit
+        in an event; and its JSON."""
+        payload = receipt.to_json()
+        room = self.room() - _EVENT_HEADERS - trace_size - self.record_allowance
+        if len(payload) <= room:
+            return receipt, payload
+        receipt = check.output_receipt(
+            {
+                "deliveryId": receipt.delivery_id,
+                "status": receipt.status,
+                "error": {
+                    "code": "RESULT_TOO_LARGE",
+                    "message": "The receipt is larger than the server's max_payload",
+                    "retryable": False,
+                },
+                "metadata": {"size": len(payload), "limit": self.max_payload},
+            }
+        )
+        return receipt, receipt.to_json()
+
     def receipt(
         self,
         receipt: OutputReceipt,
@@ -162,21 +197,7 @@ class Outgoing:
     ) -> list[Publish]:
         """The receipt's reply and event; a receipt that does not fit is replaced by one with its status
         and the error RESULT_TOO_LARGE."""
-        payload = receipt.to_json()
-        if len(payload) + _EVENT_HEADERS + headers_size(trace) > self.room():
-            receipt = check.output_receipt(
-                {
-                    "deliveryId": receipt.delivery_id,
-                    "status": receipt.status,
-                    "error": {
-                        "code": "RESULT_TOO_LARGE",
-                        "message": "The receipt is larger than the server's max_payload",
-                        "retryable": False,
-                    },
-                    "metadata": {"size": len(payload), "limit": self.max_payload},
-                }
-            )
-            payload = receipt.to_json()
+        receipt, payload = self.fit_receipt(receipt, headers_size(trace))
         prefix = self.subjects.prefix
         headers = event_headers(
             key=key,

@@ -6,9 +6,11 @@ and a row in the subject table (`subjects.py`).
 
 from typing import Any
 
+from ...ledger import Ledger
 from ..outgoing import Outgoing
 from ..subjects import Kind
 from .family import Family, Nodes
+from .ledgered import DeliveryTerms, Ledgered, McpTerms, ToolTerms
 from .mcp import McpCalls
 from .observe import Observations
 from .output import Deliveries
@@ -35,12 +37,21 @@ def families(
     shutdown: Shutdown,
     *,
     tool_timeout: float | None = 60.0,
+    ledger: Ledger | None = None,
 ) -> dict[Kind, Family[Any]]:
-    """One family per request subject, sharing the worker's nodes, publish rules and shutdown."""
+    """One family per request subject, sharing the worker's nodes, publish rules and shutdown;
+    with a ledger, the families with side effects run under its claims."""
+    tool: Family[Any] = ToolCalls(worker, outgoing, shutdown, timeout=tool_timeout)
+    mcp: Family[Any] = McpCalls(worker, outgoing, shutdown)
+    output: Family[Any] = Deliveries(worker, outgoing, shutdown)
+    if ledger is not None:
+        tool = Ledgered(tool, ToolTerms(worker, outgoing), ledger)
+        mcp = Ledgered(mcp, McpTerms(outgoing), ledger)
+        output = Ledgered(output, DeliveryTerms(outgoing), ledger)
     return {
-        "tool": ToolCalls(worker, outgoing, shutdown, timeout=tool_timeout),
-        "mcp": McpCalls(worker, outgoing, shutdown),
+        "tool": tool,
+        "mcp": mcp,
         "observe": Observations(worker, outgoing),
-        "output": Deliveries(worker, outgoing, shutdown),
+        "output": output,
         "list": ToolLists(worker, outgoing),
     }

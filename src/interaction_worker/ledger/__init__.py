@@ -1,0 +1,24 @@
+"""The idempotency ledger (wire.md 8): a retried call never runs its side effect twice, or is
+answered `unknown` when that cannot be known. A state machine over an injected key-value store;
+the bus bindings give it a JetStream bucket."""
+
+from .ledger import Claim, FingerprintMismatch, Ledger, Recorded, StillRunning
+from .records import RECORD_ENVELOPE, CorruptRecord, Record, fingerprint
+from .store import Conflict, Entry, KeyValueStore, MemoryStore, StoreUnavailable
+
+__all__ = [
+    "RECORD_ENVELOPE",
+    "Claim",
+    "Conflict",
+    "CorruptRecord",
+    "Entry",
+    "FingerprintMismatch",
+    "KeyValueStore",
+    "Ledger",
+    "MemoryStore",
+    "Record",
+    "Recorded",
+    "StillRunning",
+    "StoreUnavailable",
+    "fingerprint",
+]

@@ -1,0 +1,281 @@
+"""The idempotency ledger (wire.md 8): the small state machine that decides, for a call id, whether
+this worker runs the call, republishes its recorded outcome, waits for the attempt that is running,
+or says honestly that the outcome cannot be known.
+
+    absent ──create──▶ claimed ──update──▶ started ──update──▶ done
+                          │                   │
+           stale: a new claim           stale: a new claim when the call may run again,
+                                        else the outcome `unknown`
+
+Every write is a compare-and-set on the key's revision, so two workers (or two retries) never both
+hold a claim: the loser reads what the winner wrote.
+"""
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .records import Record
+from .store import Conflict, KeyValueStore, StoreUnavailable
+
+_LOGGER = logging.getLogger("interaction_worker")
+# How often the store's answer is waited for again when the key keeps changing under a live claim
+# (each renewal of the other attempt's lease is a change); a bound, not a tuning knob.
+_MAX_ROUNDS = 10_000
+
+
+class FingerprintMismatch(Exception):
+    """The id is recorded for a different call."""
+
+
+class StillRunning(Exception):
+    """Another attempt holds a live claim and its outcome did not come within the wait."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """A finished call: its recorded outcome (`{"result": …}`, `{"receipt": …}` or `{"error": …}`)."""
+
+    outcome: dict[str, Any]
+
+
+class Ledger:
+    """Claims, records and looks up call ids in a `KeyValueStore`.
+
+    Args:
+        worker: this worker's id, written in its claims.
+        lease: seconds a claim is held without renewal; renewed every third of it.
+        wait: seconds a retry waits for a live claim's outcome before IN_PROGRESS.
+        clock: wall-clock seconds since the epoch (leases are compared across processes).
+    """
+
+    def __init__(
+        self,
+        store: KeyValueStore,
+        *,
+        worker: str,
+        lease: float = 30.0,
+        wait: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        logger: logging.Logger = _LOGGER,
+    ) -> None:
+        self.store = store
+        self.worker = worker
+        self.lease = lease
+        self.wait = wait
+        self.clock = clock
+        self.logger = logger
+
+    async def begin(
+        self, key: str, fingerprint: str, *, rerunnable: bool
+    ) -> "Claim | Recorded":
+        """This worker's claim on `key`, or the outcome recorded there.
+
+        A claim with `unknown` set is a call that started elsewhere and cannot run again: the caller
+        records the outcome `unknown` with it instead of running the call.
+
+        Raises:
+            FingerprintMismatch: the key holds a different call.
+            StillRunning: a live claim did not finish within `wait`.
+            StoreUnavailable: the store could not be reached (nothing was claimed).
+        """
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.wait
+        for _ in range(_MAX_ROUNDS):
+            try:
+                revision = await self.store.create(key, self.claim_record(fingerprint))
+                return self._claim(key, revision, fingerprint, unknown=False)
+            except Conflict:
+                pass
+            entry = await self.store.get(key)
+            if entry is None:
+                continue  # released or expired since the create
+            record = Record.decode(entry.value)
+            if record.fingerprint != fingerprint:
+                raise FingerprintMismatch(key)
+            if record.outcome is not None:
+                return Recorded(record.outcome)
+            assert record.lease_until is not None  # decode's rule for claims
+            now = self.clock()
+            if record.lease_until > now:
+                remaining = give_up - loop.time()
+                if remaining <= 0:
+                    raise StillRunning(key)
+                try:
+                    # Until the outcome, a release or a renewal, or until the lease runs out.
+                    await self.store.changed(
+                        key,
+                        entry.revision,
+                        min(remaining, record.lease_until - now + 0.05),
+                    )
+                except TimeoutError:
+                    pass
+                continue
+            # A stale claim: its worker is gone.
+            unknown = record.state == "started" and not rerunnable
+            try:
+                revision = await self.store.update(
+                    key, self.claim_record(fingerprint), entry.revision
+                )
+            except Conflict:
+                continue
+            return self._claim(key, revision, fingerprint, unknown=unknown)
+        raise StillRunning(key)
+
+    def claim_record(self, fingerprint: str, state: str = "claimed") -> bytes:
+        now = self.clock()
+        return Record(
+            state="started" if state == "started" else "claimed",
+            fingerprint=fingerprint,
+            worker=self.worker,
+            at=now,
+            lease_until=now + self.lease,
+        ).encode()
+
+    def _claim(
+        self, key: str, revision: int, fingerprint: str, *, unknown: bool
+    ) -> "Claim":
+        return Claim(self, key, revision, fingerprint, unknown=unknown)
+
+
+class Claim:
+    """This worker's hold on one key, renewed until the outcome is recorded or the claim released."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        key: str,
+        revision: int,
+        fingerprint: str,
+        *,
+        unknown: bool,
+    ) -> None:
+        self.ledger = ledger
+        self.key = key
+        self.revision = revision
+        self.fingerprint = fingerprint
+        self.unknown = unknown
+        self.started = False
+        self.lost = False
+        self._writing = asyncio.Lock()
+        self._renewal: asyncio.Task[None] | None = None
+        self._renewal_writing = False
+        if not unknown:
+            self._renewal = asyncio.create_task(self._renew())
+
+    async def start(self) -> None:
+        """Mark the call started, right before its side effect.
+
+        Raises:
+            StoreUnavailable: the mark could not be written; the side effect must not start.
+        """
+        try:
+            await self._write(self.ledger.claim_record(self.fingerprint, "started"))
+        except Conflict:
+            raise StoreUnavailable(
+                "the claim was lost before the call started"
+            ) from None
+        self.started = True
+
+    async def done(self, outcome: dict[str, Any]) -> None:
+        """Record the outcome. A store that stays away past the lease leaves the claim as it was
+        (a retry then answers per wire.md 8.3): the outcome is published anyway, so this never raises."""
+        self._stop_renewing()
+        ledger = self.ledger
+        value = Record(
+            state="done",
+            fingerprint=self.fingerprint,
+            worker=ledger.worker,
+            at=ledger.clock(),
+            outcome=outcome,
+        ).encode()
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + ledger.lease
+        delay = 0.05
+        while True:
+            try:
+                await self._write(value)
+                return
+            except Conflict:
+                if not await self._recorded():
+                    ledger.logger.warning(
+                        "ledger %s: the claim was taken over before its outcome was recorded",
+                        self.key,
+                    )
+                return
+            except StoreUnavailable:
+                if loop.time() + delay > give_up:
+                    ledger.logger.warning(
+                        "ledger %s: the outcome could not be recorded",
+                        self.key,
+                        exc_info=True,
+                    )
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    async def _recorded(self) -> bool:
+        """Whether the key holds an outcome of this call: a write that timed out may still have
+        landed (a client buffers writes while it reconnects), and the retry then finds it there."""
+        try:
+            entry = await self.ledger.store.get(self.key)
+        except StoreUnavailable:
+            return False
+        if entry is None:
+            return False
+        record = Record.decode(entry.value)
+        return record.state == "done" and record.fingerprint == self.fingerprint
+
+    async def release(self) -> None:
+        """Give the key up (the call did not start), so a retry runs it. Never raises."""
+        self._stop_renewing()
+        try:
+            async with self._writing:
+                await self.ledger.store.delete(self.key, self.revision)
+        except (Conflict, StoreUnavailable):
+            # The claim then expires with its lease, and a retry runs the call (it never started).
+            self.ledger.logger.info(
+                "ledger %s: the claim could not be released", self.key
+            )
+
+    def abandon(self) -> None:
+        """Stop renewing without writing (the task is being cancelled): the lease runs out."""
+        self._stop_renewing()
+
+    async def _write(self, value: bytes) -> None:
+        async with self._writing:
+            self.revision = await self.ledger.store.update(
+                self.key, value, self.revision
+            )
+
+    def _stop_renewing(self) -> None:
+        renewal, self._renewal = self._renewal, None
+        # A renewal cut in the middle of its write might have written it unseen, and the next write
+        # at the old revision would then fail: one that is writing finishes and stops by itself.
+        if renewal is not None and not self._renewal_writing:
+            renewal.cancel()
+
+    async def _renew(self) -> None:
+        ledger = self.ledger
+        task = asyncio.current_task()
+        while True:
+            await asyncio.sleep(ledger.lease / 3)
+            state = "started" if self.started else "claimed"
+            self._renewal_writing = True
+            try:
+                await self._write(ledger.claim_record(self.fingerprint, state))
+            except StoreUnavailable:
+                ledger.logger.info(
+                    "ledger %s: the lease could not be renewed", self.key
+                )
+            except Conflict:
+                self.lost = True
+                ledger.logger.warning("ledger %s: the claim was taken over", self.key)
+                return
+            finally:
+                self._renewal_writing = False
+            if self._renewal is not task:
+                return  # stopped while writing

@@ -1,0 +1,88 @@
+"""What the ledger stores under a key (wire.md 8): a claim, a started call, or a finished one, as
+JSON; and the fingerprint that tells a retry of a call from another call under the same id."""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+State = Literal["claimed", "started", "done"]
+STATES = ("claimed", "started", "done")
+# What a `done` record holds besides the envelope: one of these fields.
+OUTCOME_FIELDS = ("result", "receipt", "error")
+# The most a `done` record adds to its outcome's JSON (wire.md 1): the result must leave room for it.
+RECORD_ENVELOPE = 1024
+
+
+def fingerprint(value: object) -> str:
+    """The lowercase hex SHA-256 of `value`'s canonical JSON: sorted keys, no spaces, non-ASCII kept,
+    numbers as parsed."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def timestamp(seconds: float) -> str:
+    """RFC 3339 in UTC, to the millisecond: `2026-12-01T12:00:00.000Z`."""
+    moment = datetime.fromtimestamp(seconds, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def seconds_of(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+class CorruptRecord(ValueError):
+    """A value under a ledger key that is not a ledger record."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    state: State
+    fingerprint: str
+    worker: str
+    at: float
+    lease_until: float | None = (
+        None  # claimed and started: until when the claim is held
+    )
+    outcome: dict[str, Any] | None = (
+        None  # done: {"result": …}, {"receipt": …} or {"error": …}
+    )
+
+    def encode(self) -> bytes:
+        document: dict[str, Any] = {
+            "state": self.state,
+            "worker": self.worker,
+            "at": timestamp(self.at),
+        }
+        if self.lease_until is not None:
+            document["leaseUntil"] = timestamp(self.lease_until)
+        document["fingerprint"] = self.fingerprint
+        if self.outcome is not None:
+            document.update(self.outcome)
+        return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+
+    @classmethod
+    def decode(cls, value: bytes) -> "Record":
+        try:
+            document = json.loads(value)
+            state = document["state"]
+            if state not in STATES:
+                raise ValueError(state)
+            lease = document.get("leaseUntil")
+            outcome = None
+            if state == "done":
+                (field,) = (name for name in OUTCOME_FIELDS if name in document)
+                outcome = {field: document[field]}
+            elif not isinstance(lease, str):
+                raise ValueError("a claim without a lease")
+            return cls(
+                state=state,
+                fingerprint=str(document["fingerprint"]),
+                worker=str(document["worker"]),
+                at=seconds_of(document["at"]),
+                lease_until=seconds_of(lease) if isinstance(lease, str) else None,
+                outcome=outcome,
+            )
+        except (ValueError, KeyError, TypeError) as error:
+            raise CorruptRecord("a ledger entry that is not a ledger record") from error

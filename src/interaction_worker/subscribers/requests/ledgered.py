@@ -1,0 +1,266 @@
+"""The ledger on the request path (wire.md 8): tool calls, MCP invokes and deliveries run under a
+claim on their id, so a retry never runs a side effect twice.
+
+`Ledgered` wraps a family: before it runs, the id is claimed (or its recorded outcome found, or the
+retry refused); right before the side effect, the claim becomes `started` (the nodes call
+`nodes.side_effects.starting` there); after it, the outcome is recorded, then published as usual.
+What each family contributes (what the id stands for, its `unknown` outcome, how its outcome is
+recorded and read back) is its `Terms`. Nothing else on the request path knows about the ledger.
+"""
+
+import asyncio
+from typing import Any, Generic, Protocol, TypeVar
+
+from ...contracts import ExternalResult, McpInvokeOutput, OutputReceipt
+from ...contracts import validation as check
+from ...contracts.keys import subject_key
+from ...errors import (
+    ERROR_CLASSES,
+    IdReused,
+    InProgress,
+    InteractionWorkerError,
+    Internal,
+    Unavailable,
+)
+from ...ledger import (
+    FingerprintMismatch,
+    Ledger,
+    Recorded,
+    StillRunning,
+    StoreUnavailable,
+    fingerprint,
+)
+from ...nodes.side_effects import starting
+from ..dead_letters import IdNames
+from ..incoming import Incoming
+from ..outgoing import Outgoing, Publish
+from .family import Family, Nodes
+from .shutdown import failure
+
+Outcome = TypeVar("Outcome")
+
+UNKNOWN_MESSAGE = "A previous attempt started and its outcome was not recorded"
+_CODES = {error.code: error for error in ERROR_CLASSES}
+# Failures that say the side effect certainly did not happen: the claim is released, so a retry
+# runs the call instead of finding this failure recorded.
+_NOT_STARTED = frozenset({"MCP_UNAVAILABLE"})
+
+
+class Terms(Protocol[Outcome]):
+    """What the ledger needs to know of one family's requests and outcomes."""
+
+    kind: str  # the key's first token: tool, mcp, output
+    label: str  # how the error messages name the id
+
+    def request(self, body: dict[str, Any]) -> tuple[object, bool] | None:
+        """What the id stands for (fingerprinted) and whether it may run again after a crash;
+        None when the body is not a request the ledger keys (the family refuses or serves it)."""
+        ...
+
+    def unknown(self, body: dict[str, Any], identifier: str) -> Outcome: ...
+
+    def record(self, outcome: Outcome) -> dict[str, Any] | None:
+        """The `done` record's outcome field; None when the outcome says nothing started."""
+        ...
+
+    def recorded(self, outcome: dict[str, Any]) -> Outcome: ...
+
+
+class Ledgered(Generic[Outcome]):
+    """A `Family` whose requests are claimed in the ledger before they run."""
+
+    def __init__(
+        self, family: Family[Outcome], terms: Terms[Outcome], ledger: Ledger
+    ) -> None:
+        self.family = family
+        self.terms = terms
+        self.ledger = ledger
+
+    def identify(self, body: dict[str, Any]) -> str | None:
+        return self.family.identify(body)
+
+    def id_names(self, body: dict[str, Any]) -> IdNames | None:
+        return self.family.id_names(body)
+
+    def publishes(
+        self, outcome: Outcome, msg: Incoming, key: str, target: str | None
+    ) -> list[Publish]:
+        return self.family.publishes(outcome, msg, key, target)
+
+    async def run(self, body: dict[str, Any], identifier: str | None) -> Outcome:
+        terms = self.terms
+        request = terms.request(body) if identifier is not None else None
+        if request is None or identifier is None:
+            return await self.family.run(body, identifier)
+        what, rerunnable = request
+        key = f"{terms.kind}.{subject_key(identifier)}"
+        try:
+            begun = await self.ledger.begin(
+                key, fingerprint(what), rerunnable=rerunnable
+            )
+        except FingerprintMismatch:
+            raise IdReused(
+                f"{terms.label} was already used for a different request"
+            ) from None
+        except StillRunning:
+            raise InProgress(f"{terms.label} is still being executed") from None
+        except StoreUnavailable:
+            raise Unavailable("The idempotency ledger is unavailable") from None
+        if isinstance(begun, Recorded):
+            error = begun.outcome.get("error")
+            if error is not None:
+                raise _recorded_error(error)
+            return terms.recorded(begun.outcome)
+        claim = begun
+        if claim.unknown:
+            outcome = terms.unknown(body, identifier)
+            await claim.done(terms.record(outcome) or {})
+            return outcome
+        token = starting.set(claim.start)
+        try:
+            outcome = await self.family.run(body, identifier)
+        except asyncio.CancelledError:
+            claim.abandon()
+            raise
+        except StoreUnavailable:
+            # The `started` mark could not be written: the side effect did not start.
+            await claim.release()
+            raise Unavailable("The idempotency ledger is unavailable") from None
+        except Exception as error:
+            if not claim.started:
+                await claim.release()
+                raise
+            refusal = error if isinstance(error, InteractionWorkerError) else Internal()
+            await claim.done(
+                {"error": {"code": refusal.code, "message": refusal.message}}
+            )
+            raise
+        finally:
+            starting.reset(token)
+        recorded = terms.record(outcome) if claim.started else None
+        if recorded is None:
+            await claim.release()
+        else:
+            await claim.done(recorded)
+        return outcome
+
+
+def _recorded_error(error: Any) -> InteractionWorkerError:
+    if isinstance(error, dict):
+        kind = _CODES.get(str(error.get("code")), Internal)
+        message = error.get("message")
+        return kind(message if isinstance(message, str) else None)
+    return Internal()
+
+
+class ToolTerms:
+    kind = "tool"
+    label = "call.id"
+
+    def __init__(self, worker: Nodes, outgoing: Outgoing) -> None:
+        self.worker = worker
+        self.outgoing = outgoing
+
+    def request(self, body: dict[str, Any]) -> tuple[object, bool] | None:
+        call = body.get("call")
+        name = call.get("name") if type(call) is dict else None
+        if type(call) is not dict or type(name) is not str:
+            return None
+        what = {"tool": name, "arguments": call.get("arguments", {})}
+        return what, self.worker.rerunnable(name)
+
+    def unknown(self, body: dict[str, Any], identifier: str) -> dict[str, Any]:
+        name = body["call"]["name"]
+        return failure(
+            identifier, name, "unknown", "OUTCOME_UNKNOWN", UNKNOWN_MESSAGE
+        ).to_wire()
+
+    def record(self, outcome: dict[str, Any]) -> dict[str, Any] | None:
+        result, _, _ = self.outgoing.fit_result(outcome, None)
+        return {"result": result}
+
+    def recorded(self, outcome: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = outcome["result"]
+        return result
+
+
+McpOutcome = McpInvokeOutput | ExternalResult
+
+
+class McpTerms:
+    """MCP invokes; a discover has no side effect and no ledger entry. An MCP tool is never run
+    again after a crash: the worker cannot know it is idempotent."""
+
+    kind = "mcp"
+    label = "call.id"
+
+    def __init__(self, outgoing: Outgoing) -> None:
+        self.outgoing = outgoing
+
+    def request(self, body: dict[str, Any]) -> tuple[object, bool] | None:
+        call = body.get("call")
+        server = body.get("server")
+        if body.get("operation") != "invoke" or type(call) is not dict:
+            return None
+        name = call.get("name")
+        if type(server) is not str or type(name) is not str:
+            return None
+        return {
+            "server": server,
+            "tool": name,
+            "arguments": call.get("arguments", {}),
+        }, False
+
+    def unknown(self, body: dict[str, Any], identifier: str) -> McpOutcome:
+        source = f"{body['server']}:{body['call']['name']}"
+        return failure(
+            identifier, source, "unknown", "OUTCOME_UNKNOWN", UNKNOWN_MESSAGE
+        )
+
+    def record(self, outcome: McpOutcome | Any) -> dict[str, Any] | None:
+        result = outcome.result if isinstance(outcome, McpInvokeOutput) else outcome
+        if not isinstance(result, ExternalResult):
+            return None
+        if result.error is not None and result.error.code in _NOT_STARTED:
+            return None
+        document, _, _ = self.outgoing.fit_result(result.to_wire(), "invoke")
+        return {"result": document}
+
+    def recorded(self, outcome: dict[str, Any]) -> McpOutcome:
+        return check.external_result(outcome["result"])
+
+
+class DeliveryTerms:
+    kind = "output"
+    label = "deliveryId"
+
+    def __init__(self, outgoing: Outgoing) -> None:
+        self.outgoing = outgoing
+
+    def request(self, body: dict[str, Any]) -> tuple[object, bool] | None:
+        what = {
+            name: body[name]
+            for name in ("deliveryId", "message", "artifacts")
+            if name in body
+        }
+        return what, False
+
+    def unknown(self, body: dict[str, Any], identifier: str) -> OutputReceipt:
+        return check.output_receipt(
+            {
+                "deliveryId": identifier,
+                "status": "unknown",
+                "error": {
+                    "code": "OUTCOME_UNKNOWN",
+                    "message": UNKNOWN_MESSAGE,
+                    "retryable": False,
+                },
+            }
+        )
+
+    def record(self, outcome: OutputReceipt) -> dict[str, Any] | None:
+        receipt, _ = self.outgoing.fit_receipt(outcome)
+        return {"receipt": receipt.to_wire()}
+
+    def recorded(self, outcome: dict[str, Any]) -> OutputReceipt:
+        return check.output_receipt(outcome["receipt"])

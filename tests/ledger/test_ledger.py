@@ -1,0 +1,361 @@
+"""The ledger's state machine (wire.md 8) over the in-memory store, which follows JetStream's
+revision semantics (the same contract runs against a real bucket in tests/bus/test_ledger_store.py).
+Leases are driven by an injected clock; entries left by a crashed worker are planted as such."""
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from interaction_worker.ledger import (
+    Claim,
+    Conflict,
+    CorruptRecord,
+    Entry,
+    FingerprintMismatch,
+    Ledger,
+    MemoryStore,
+    Record,
+    Recorded,
+    StillRunning,
+    StoreUnavailable,
+    fingerprint,
+)
+from interaction_worker.ledger.records import State
+
+KEY = "tool.call-1"
+PRINT = fingerprint({"tool": "lookup", "arguments": {"q": "x"}})
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def ledger(store: Any, clock: Clock | None = None, **options: Any) -> Ledger:
+    return Ledger(store, worker="w-1", clock=clock or Clock(), **options)
+
+
+def document(store: MemoryStore, key: str = KEY) -> dict[str, Any]:
+    """The record under `key` as JSON (read directly: the helper stays synchronous)."""
+    loaded: dict[str, Any] = json.loads(store._entries[key].value)
+    return loaded
+
+
+async def plant(store: MemoryStore, state: State, lease_until: float) -> None:
+    """The entry a crashed worker left."""
+    record = Record(
+        state=state, fingerprint=PRINT, worker="w-dead", at=0.0, lease_until=lease_until
+    )
+    await store.create(KEY, record.encode())
+
+
+async def test_a_first_call_is_claimed_started_and_recorded() -> None:
+    store = MemoryStore()
+    clock = Clock()
+    claim = await ledger(store, clock, lease=30).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim) and not claim.unknown
+    assert document(store) == {
+        "state": "claimed",
+        "worker": "w-1",
+        "at": "2027-01-15T08:00:00.000Z",
+        "leaseUntil": "2027-01-15T08:00:30.000Z",
+        "fingerprint": PRINT,
+    }
+
+    await claim.start()
+    assert document(store)["state"] == "started"
+    await claim.done({"result": {"callId": "call-1", "status": "success"}})
+
+    assert document(store) == {
+        "state": "done",
+        "worker": "w-1",
+        "at": "2027-01-15T08:00:00.000Z",
+        "fingerprint": PRINT,
+        "result": {"callId": "call-1", "status": "success"},
+    }
+
+
+async def test_a_recorded_call_is_found_not_claimed_again() -> None:
+    store = MemoryStore()
+    first = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(first, Claim)
+    await first.start()
+    await first.done({"receipt": {"deliveryId": "d", "status": "accepted"}})
+    revision = store._entries[KEY].revision
+
+    again = await ledger(store).begin(KEY, PRINT, rerunnable=True)
+
+    assert again == Recorded({"receipt": {"deliveryId": "d", "status": "accepted"}})
+    assert store._entries[KEY].revision == revision
+
+
+async def test_another_call_under_a_used_id_is_refused_and_the_record_untouched() -> (
+    None
+):
+    store = MemoryStore()
+    first = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(first, Claim)
+    await first.done({"result": {"status": "success"}})
+    before = store._entries[KEY]
+
+    with pytest.raises(FingerprintMismatch):
+        await ledger(store).begin(KEY, fingerprint({"tool": "other"}), rerunnable=False)
+    assert store._entries[KEY] == before
+
+
+async def test_a_retry_waits_for_the_running_attempt_and_gets_its_outcome() -> None:
+    store = MemoryStore()
+    first = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(first, Claim)
+    retry = asyncio.create_task(
+        ledger(store, wait=5).begin(KEY, PRINT, rerunnable=False)
+    )
+    await asyncio.sleep(0.05)
+    assert not retry.done()
+
+    await first.start()
+    await asyncio.sleep(0.05)
+    assert not retry.done()
+    await first.done({"result": {"status": "success"}})
+
+    assert await asyncio.wait_for(retry, 1) == Recorded(
+        {"result": {"status": "success"}}
+    )
+
+
+async def test_a_retry_that_waits_past_the_wait_is_still_running() -> None:
+    store = MemoryStore()
+    first = await ledger(store).begin(KEY, PRINT, rerunnable=True)
+    assert isinstance(first, Claim)
+    started = asyncio.get_running_loop().time()
+
+    with pytest.raises(StillRunning):
+        await ledger(store, wait=0.3).begin(KEY, PRINT, rerunnable=True)
+    assert 0.3 <= asyncio.get_running_loop().time() - started < 1.0
+    first.abandon()
+
+
+async def test_a_retry_runs_the_call_once_a_claim_that_never_started_is_released() -> (
+    None
+):
+    store = MemoryStore()
+    first = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(first, Claim)
+    retry = asyncio.create_task(
+        ledger(store, wait=5).begin(KEY, PRINT, rerunnable=False)
+    )
+    await asyncio.sleep(0.05)
+
+    await first.release()
+
+    second = await asyncio.wait_for(retry, 1)
+    assert isinstance(second, Claim) and not second.unknown
+    second.abandon()
+
+
+@pytest.mark.parametrize(
+    ("state", "rerunnable", "unknown"),
+    [
+        ("claimed", False, False),  # died before the side effect: run it
+        ("started", True, False),  # an idempotent or read-only tool: run it again
+        ("started", False, True),  # anything else: the outcome is unknown
+    ],
+)
+async def test_a_stale_claim_is_taken_over_as_wire_md_8_3_says(
+    state: State, rerunnable: bool, unknown: bool
+) -> None:
+    store = MemoryStore()
+    clock = Clock()
+    await plant(store, state, lease_until=clock.now - 1)
+
+    claim = await ledger(store, clock).begin(KEY, PRINT, rerunnable=rerunnable)
+
+    assert isinstance(claim, Claim) and claim.unknown is unknown
+    assert document(store)["state"] == "claimed"
+    assert document(store)["worker"] == "w-1"
+    claim.abandon()
+
+
+async def test_a_live_claim_that_expires_during_the_wait_is_taken_over() -> None:
+    store = MemoryStore()
+    clock = Clock()
+    loop = asyncio.get_running_loop()
+    await plant(store, "started", lease_until=clock.now + 0.3)
+    began = loop.time()
+
+    waiting = asyncio.create_task(
+        ledger(store, clock, wait=5).begin(KEY, PRINT, rerunnable=False)
+    )
+    await asyncio.sleep(0.1)
+    clock.now += 0.4  # the dead worker's lease runs out while the retry waits
+    claim = await asyncio.wait_for(waiting, 2)
+
+    assert isinstance(claim, Claim) and claim.unknown
+    assert loop.time() - began < 1.0
+
+
+async def test_the_lease_is_renewed_every_third_of_it_until_the_outcome() -> None:
+    store = MemoryStore()
+    clock = Clock()
+    claim = await ledger(store, clock, lease=0.3).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    await claim.start()
+    first = store._entries[KEY].revision
+    clock.now += 10
+    await asyncio.sleep(0.25)  # two renewals
+
+    renewed = store._entries[KEY]
+    assert renewed.revision >= first + 2
+    assert document(store)["state"] == "started"
+    assert document(store)["leaseUntil"] == "2027-01-15T08:00:10.300Z"
+    await claim.done({"result": {}})
+    done = store._entries[KEY].revision
+    await asyncio.sleep(0.25)
+    assert store._entries[KEY].revision == done
+
+
+class Flaky(MemoryStore):
+    """A store that is away for the next `outage` writes, or slow to write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outage = 0
+        self.delay = 0.0
+
+    async def update(self, key: str, value: bytes, revision: int) -> int:
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.outage:
+            self.outage -= 1
+            raise StoreUnavailable("away")
+        return await super().update(key, value, revision)
+
+
+async def test_an_outcome_is_recorded_once_the_store_is_back() -> None:
+    store = Flaky()
+    claim = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    await claim.start()
+    store.outage = 3
+
+    await claim.done({"result": {"status": "success"}})
+
+    assert document(store)["state"] == "done"
+
+
+async def test_an_outcome_the_store_never_takes_leaves_the_claim_started_and_does_not_raise() -> (
+    None
+):
+    store = Flaky()
+    claim = await ledger(store, lease=0.3).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    await claim.start()
+    store.outage = 10_000
+
+    await asyncio.wait_for(claim.done({"result": {}}), 2)
+
+    assert document(store)["state"] == "started"
+
+
+async def test_a_start_the_store_does_not_take_raises_before_the_side_effect() -> None:
+    store = Flaky()
+    claim = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    store.outage = 1
+
+    with pytest.raises(StoreUnavailable):
+        await claim.start()
+    assert not claim.started
+    await claim.release()
+    assert KEY not in store._entries
+
+
+async def test_an_outcome_recorded_while_a_renewal_is_writing_waits_for_it() -> None:
+    store = Flaky()
+    claim = await ledger(store, lease=0.15).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    store.delay = 0.1
+    await asyncio.sleep(0.07)  # the renewal is now writing, slowly
+
+    await claim.done({"result": {"status": "success"}})
+
+    assert document(store)["state"] == "done"
+    assert not claim.lost
+
+
+async def test_an_unreachable_store_refuses_the_claim() -> None:
+    class Away(MemoryStore):
+        async def create(self, key: str, value: bytes) -> int:
+            raise StoreUnavailable("away")
+
+    with pytest.raises(StoreUnavailable):
+        await ledger(Away()).begin(KEY, PRINT, rerunnable=False)
+
+
+async def test_a_value_that_is_not_a_record_is_reported_as_such() -> None:
+    store = MemoryStore()
+    await store.create(KEY, b"not json")
+
+    with pytest.raises(CorruptRecord):
+        await ledger(store).begin(KEY, PRINT, rerunnable=False)
+
+
+def test_the_fingerprint_is_the_sha256_of_the_canonical_json() -> None:
+    import hashlib
+
+    value = {"tool": "t", "arguments": {"b": [1, 2.5, None], "a": "é"}}
+    canonical = '{"arguments":{"a":"é","b":[1,2.5,null]},"tool":"t"}'
+    assert fingerprint(value) == hashlib.sha256(canonical.encode()).hexdigest()
+    assert fingerprint({"arguments": value["arguments"], "tool": "t"}) == fingerprint(
+        value
+    )
+    assert fingerprint({"tool": "t", "arguments": {"n": 1}}) != fingerprint(
+        {"tool": "t", "arguments": {"n": 1.0}}
+    )
+
+
+async def test_the_memory_store_follows_revision_semantics() -> None:
+    store = MemoryStore()
+    first = await store.create("k", b"1")
+    with pytest.raises(Conflict):
+        await store.create("k", b"2")
+    second = await store.update("k", b"2", first)
+    with pytest.raises(Conflict):
+        await store.update("k", b"3", first)
+    assert await store.get("k") == Entry(b"2", second)
+    await store.delete("k", second)
+    assert await store.get("k") is None
+    assert await store.create("k", b"4") > second
+
+
+async def test_an_outcome_write_that_timed_out_but_landed_is_not_taken_for_a_lost_claim(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Late(MemoryStore):
+        """Applies the next update, then reports it timed out (a write buffered while the
+        client reconnected)."""
+
+        late = False
+
+        async def update(self, key: str, value: bytes, revision: int) -> int:
+            written = await super().update(key, value, revision)
+            if self.late:
+                self.late = False
+                raise StoreUnavailable("no answer in time")
+            return written
+
+    store = Late()
+    claim = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    await claim.start()
+    store.late = True
+
+    await claim.done({"result": {"status": "success"}})
+
+    assert document(store)["state"] == "done"
+    assert "taken over" not in caplog.text
