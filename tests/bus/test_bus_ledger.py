@@ -43,6 +43,7 @@ class Counting:
         self.name = name
         self.effects = effects
         self.calls: Counter[str] = Counter()
+        self.started = asyncio.Event()
 
     def validate(self, arguments: dict[str, Any]) -> None:
         if "bad" in arguments:
@@ -50,6 +51,7 @@ class Counting:
 
     async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
         self.calls[context.call_id] += 1
+        self.started.set()
         await asyncio.sleep(float(arguments.get("seconds", 0)))
         return {"status": "success", "content": f"ran {context.call_id}"}
 
@@ -467,8 +469,7 @@ async def test_a_server_away_for_five_seconds_mid_call_runs_no_call_twice(
         call = json.dumps(tool_call("away-1", seconds=2)).encode()
         await client.publish(f"{prefix}.tool.call", call)
         with anyio.fail_after(10):
-            while not parts.writer.calls:
-                await asyncio.sleep(0.02)
+            await parts.writer.started.wait()
 
         nats_server_factory.stop(server)
         await asyncio.sleep(5)
