@@ -10,6 +10,8 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,15 +20,18 @@ import nats.errors
 import nats.js.errors
 import pytest
 from bus_doubles import ListSink, McpDouble
-from bus_harness import BINDINGS, Bus, Serve, decode, unique_prefix
+from bus_harness import BINDINGS, Bus, Serve, decode, running_service, unique_prefix
 from faststream.nats import NatsBroker
 from nats.aio.client import Client
 from nats.js.kv import KeyValue
 
 from interaction_worker import InteractionWorker, Sandbox, ToolContext
-from interaction_worker.config import IdempotencySettings
+from interaction_worker.app import build_worker, serve_options
+from interaction_worker.config import IdempotencySettings, parse_settings
+from interaction_worker.errors import ServeError
 from interaction_worker.ledger import Record, fingerprint
 from interaction_worker.ledger.records import State
+from interaction_worker.service import serve
 from natsserver import NatsServerFactory
 
 pytest_plugins = ["bus_fixtures"]
@@ -491,3 +496,55 @@ async def test_a_server_away_for_five_seconds_mid_call_runs_no_call_twice(
             "content": "ran away-1",
         }
         assert parts.writer.calls == {"away-1": 1}
+
+
+async def test_run_serves_under_the_ledger_its_configuration_enables(
+    nats_url: str, nats_client: Client, tmp_path: Path
+) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n", encoding="utf-8")
+    ledger = settings()
+    config = parse_settings(
+        {
+            "nats": {"url": nats_url},
+            "subjects": {"prefix": unique_prefix()},
+            "idempotency": {"enabled": True, "bucket": ledger.bucket},
+            "output": {"sinks": []},
+        },
+        base_dir=tmp_path,
+    )
+    options = replace(serve_options(config, {}), shutdown_grace=0.2)
+    call = tool_call("cfg-1", "read_text", path="a.txt")
+
+    async with running_service(config, options) as served:
+        replies = [decode(await served.bus.request("tool", call)) for _ in range(2)]
+    served.task.result()
+
+    assert replies[0] == replies[1]
+    assert replies[0]["status"] == "success"
+    stored = await record(await bucket(nats_client, ledger), "tool.cfg-1")
+    assert stored["state"] == "done"
+    assert stored["result"] == replies[0]
+
+
+async def test_run_stops_with_a_clear_message_when_the_server_has_no_jetstream(
+    nats_server_factory: NatsServerFactory, tmp_path: Path
+) -> None:
+    server = nats_server_factory("-js=false")
+    config = parse_settings(
+        {"nats": {"url": server.url}, "idempotency": {"enabled": True}},
+        base_dir=tmp_path,
+    )
+    options = serve_options(config, {})
+
+    with pytest.raises(ServeError) as refused:
+        await serve(
+            build_worker(config),
+            options,
+            stop=asyncio.Event(),
+            install_signal_handlers=False,
+        )
+
+    assert str(refused.value) == (
+        "JetStream is not available on the server: "
+        "cannot open the idempotency ledger bucket interaction_ledger"
+    )

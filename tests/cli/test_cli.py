@@ -534,7 +534,9 @@ def test_mcp_discover_without_mcp_is_not_found(served: Run) -> None:
 
 
 def test_check_config(tmp_path: Path) -> None:
-    (tmp_path / "good.yaml").write_text("max_pending: 5\nshutdown_grace: 500ms\n")
+    (tmp_path / "good.yaml").write_text(
+        "max_pending: 5\nshutdown_grace: 500ms\nidempotency: {enabled: true, wait: 2s}\n"
+    )
     (tmp_path / "bad.yaml").write_text(
         "max_pending: 0\nshutdown_grace: soon\ntool_timeout: 1s\n"
     )
@@ -544,6 +546,14 @@ def test_check_config(tmp_path: Path) -> None:
     assert good.code == 0, good.err
     effective = yaml.safe_load(good.out)
     assert effective["max_pending"] == 5
+    assert effective["idempotency"] == {
+        "enabled": True,
+        "bucket": "interaction_ledger",
+        "replicas": 1,
+        "ttl": "24h",
+        "lease": "30s",
+        "wait": "2s",
+    }
     assert effective["nats"]["url"] is None
     assert Path(effective["workspace"]) == tmp_path
     assert bad.code == 2
