@@ -19,7 +19,7 @@ import nats
 import nats.errors
 import nats.js.errors
 import pytest
-from bus_doubles import ListSink, McpDouble
+from bus_doubles import Big, ListSink, McpDouble
 from bus_harness import BINDINGS, Bus, Serve, decode, running_service, unique_prefix
 from faststream.nats import NatsBroker
 from nats.aio.client import Client
@@ -548,3 +548,39 @@ async def test_run_stops_with_a_clear_message_when_the_server_has_no_jetstream(
         "JetStream is not available on the server: "
         "cannot open the idempotency ledger bucket interaction_ledger"
     )
+
+
+async def test_the_done_record_counts_in_the_result_too_large_check(
+    serve: Serve, nats_server_factory: NatsServerFactory, tmp_path: Path
+) -> None:
+    """With the ledger on, a result leaves room for the record's envelope (1 KiB, wire.md 1): one
+    that fits an event but not its record becomes RESULT_TOO_LARGE, recorded as such."""
+    (tmp_path / "small.conf").write_text("max_payload: 8192\n")
+    url = nats_server_factory("-c", str(tmp_path / "small.conf")).url
+    ledger = settings()
+    watcher = await nats.connect(url, max_reconnect_attempts=1)
+    try:
+        without = await serve(
+            InteractionWorker(tools=[Big()], sandbox=Sandbox(tools=("big",))), url=url
+        )
+        kept = decode(
+            await without.bus.request("tool", tool_call("fits-1", "big", size=5500))
+        )
+        with_ledger = await serve(
+            InteractionWorker(tools=[Big()], sandbox=Sandbox(tools=("big",))),
+            url=url,
+            idempotency=ledger,
+        )
+        cut = decode(
+            await with_ledger.bus.request("tool", tool_call("fits-2", "big", size=5500))
+        )
+        stored = await (await bucket(watcher, ledger)).get("tool.fits-2")
+    finally:
+        await watcher.close()
+
+    assert kept["status"] == "success"
+    assert cut["status"] == "failed"
+    assert cut["error"]["code"] == "RESULT_TOO_LARGE"
+    assert cut["metadata"]["limit"] == 8192
+    assert stored.value is not None
+    assert json.loads(stored.value)["result"] == cut
