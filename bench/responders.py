@@ -6,13 +6,19 @@ KIND is one of:
   worker      interaction-worker with a no-op (or sleeping) tool, served as `interaction-worker run`
               serves it: its nats-py binding, on uvloop (see src/interaction_worker/event_loop.py)
   router      interaction-worker's FastStream router binding, mounted in a plain NatsBroker
+  worker-ledger
+              `worker` with the idempotency ledger on (wire.md 8), in a JetStream key-value bucket of
+              its own (`bench_ledger_<pid>`): three writes per call before its reply and events
 
-Each prints `ready` once subscribed and, on SIGTERM, one JSON line of its own counters.
+Each prints `ready` once subscribed and, on SIGTERM, one JSON line of its own counters; the ledger's
+also counts its bucket's keys and writes (one key per call id: a repeated id is answered from its
+record instead of running), then deletes the bucket.
 """
 
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from typing import Any
@@ -145,10 +151,20 @@ def noop_worker(args: argparse.Namespace) -> Any:
 def serve_worker(args: argparse.Namespace) -> dict[str, Any]:
     """The worker as `interaction-worker run` serves it: the same function, so the same event loop,
     connection options and start-up."""
+    from interaction_worker.config import IdempotencySettings
     from interaction_worker.service import ServeOptions, run
 
+    bucket = f"bench_ledger_{os.getpid()}"
+    idempotency = (
+        IdempotencySettings(enabled=True, bucket=bucket, ttl=3600.0)
+        if args.kind == "worker-ledger"
+        else None
+    )
     options = ServeOptions(
-        url=args.url, max_pending=args.max_pending, shutdown_grace=5.0
+        url=args.url,
+        max_pending=args.max_pending,
+        shutdown_grace=5.0,
+        idempotency=idempotency,
     )
     stats = run(
         noop_worker(args),
@@ -156,7 +172,23 @@ def serve_worker(args: argparse.Namespace) -> dict[str, Any]:
         loop=args.loop or "auto",
         ready=lambda url: print("ready", flush=True),
     )
-    return {"slow_consumers": stats.slow_consumers}
+    served: dict[str, Any] = {"slow_consumers": stats.slow_consumers}
+    if idempotency is not None:
+        served["ledger"] = asyncio.run(ledger_counts(args.url, bucket))
+    return served
+
+
+async def ledger_counts(url: str, bucket: str) -> dict[str, int]:
+    """The bucket's keys (one entry each: history 1) and the writes it took (its stream's last
+    sequence); then the bucket is deleted, so the server's store does not grow run after run."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        state = (await js.stream_info(f"KV_{bucket}")).state
+        await js.delete_key_value(bucket)
+    finally:
+        await nc.close()
+    return {"keys": state.messages, "writes": state.last_seq}
 
 
 def serve_baseline(args: argparse.Namespace) -> dict[str, Any]:
@@ -169,7 +201,9 @@ def serve_baseline(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("kind", choices=["raw", "faststream", "worker", "router"])
+    parser.add_argument(
+        "kind", choices=["raw", "faststream", "worker", "worker-ledger", "router"]
+    )
     parser.add_argument("url")
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--concurrency", type=int, default=None)
@@ -186,7 +220,11 @@ def main() -> None:
         help="the event loop; by default asyncio's for the baselines, `run`'s (auto) for the worker",
     )
     args = parser.parse_args()
-    stats = serve_worker(args) if args.kind == "worker" else serve_baseline(args)
+    stats = (
+        serve_worker(args)
+        if args.kind in ("worker", "worker-ledger")
+        else serve_baseline(args)
+    )
     # The FastStream responder logs to stdout by default: the stats line is found by its prefix.
     print("stats " + json.dumps(stats), flush=True)
     sys.exit(0)

@@ -8,10 +8,12 @@ measured, and this process as the raw nats-py client. Worker CPU is the responde
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
 import queue
+import secrets
 import shlex
 import shutil
 import signal
@@ -34,9 +36,15 @@ from nats.aio.msg import Msg
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TICK = os.sysconf("SC_CLK_TCK")
+WARM_UP = 2000  # calls before each request/reply measurement, at most
+# Every call of the run has an id of its own, warm-ups and repetitions included: the ledger answers
+# a repeated id from its record instead of running the call.
+RUN_ID = secrets.token_hex(4)
+CALL_IDS = itertools.count()
 RAW = "raw nats-py + pydantic"
 FASTSTREAM = "plain FastStream handler"
 WORKER = "interaction-worker (nats-py binding)"
+WORKER_LEDGER = "interaction-worker (nats-py binding), idempotency ledger"
 ROUTER = "interaction-worker (FastStream router)"
 RAW_UVLOOP = "raw nats-py + pydantic, on uvloop"
 # For reference, beside the router at 256 in flight: FastStream's own concurrency under the plain
@@ -186,10 +194,9 @@ class Responder:
 # ----------------------------------------------------------------------------- load
 
 
-def body(index: int, name: str = "noop") -> bytes:
-    return json.dumps(
-        {"call": {"id": f"call-{index}", "name": name, "arguments": {}}}
-    ).encode()
+def body(name: str = "noop") -> bytes:
+    call_id = f"call-{RUN_ID}-{next(CALL_IDS)}"
+    return json.dumps({"call": {"id": call_id, "name": name, "arguments": {}}}).encode()
 
 
 @dataclass
@@ -219,9 +226,9 @@ async def sliding_window(
     counter = iter(range(n))
 
     async def lane() -> None:
-        for index in counter:
+        for _ in counter:
             start = time.perf_counter()
-            await nc.request(subject, body(index), timeout=30)
+            await nc.request(subject, body(), timeout=30)
             latencies.append(time.perf_counter() - start)
 
     start = time.perf_counter()
@@ -233,7 +240,7 @@ async def request_reply(
     label: str, responder: Responder, url: str, subject: str, n: int, window: int
 ) -> Figures:
     nc = await nats.connect(url)
-    await sliding_window(nc, subject, min(2000, n), window)  # warm-up
+    await sliding_window(nc, subject, min(WARM_UP, n), window)
     cpu0 = responder.cpu_seconds()
     rate, latencies = await sliding_window(nc, subject, n, window)
     cpu = responder.cpu_seconds() - cpu0
@@ -289,8 +296,8 @@ async def fire_and_forget(
     await nc.flush()
     cpu0 = responder.cpu_seconds()
     start = time.perf_counter()
-    for index in range(n):
-        await nc.publish(subject, body(index))
+    for _ in range(n):
+        await nc.publish(subject, body())
     await nc.flush()
     published = time.perf_counter()
     try:
@@ -368,12 +375,14 @@ async def run(
                 "raw": "bench.raw",
                 "faststream": "bench.fs",
                 "worker": "interaction.tool.call",
+                "worker-ledger": "interaction.tool.call",
                 "router": "interaction.tool.call",
             }
             labels = {
                 "raw": RAW,
                 "faststream": FASTSTREAM,
                 "worker": WORKER,
+                "worker-ledger": WORKER_LEDGER,
                 "router": ROUTER,
             }
             # Every repetition measures every cell once, in turn, so a slow phase of a shared host
@@ -448,6 +457,7 @@ async def run(
                     responder = Responder.start(cell.kind, url, *cell.extra)
                     try:
                         if cell.mode == FIRE_AND_FORGET:
+                            sent = n_ff
                             figures = await fire_and_forget(
                                 cell.label,
                                 responder,
@@ -457,16 +467,20 @@ async def run(
                                 n_ff,
                             )
                         else:
+                            n = n_seq if cell.window == 1 else n_rr
+                            sent = min(WARM_UP, n) + n
                             figures = await request_reply(
                                 cell.label,
                                 responder,
                                 url,
                                 subjects[cell.kind],
-                                n_seq if cell.window == 1 else n_rr,
+                                n,
                                 cell.window,
                             )
                     finally:
-                        responder.stop()
+                        stats = responder.stop()
+                    if "ledger" in stats:
+                        figures.extra.update(_ledger_notes(cell, stats["ledger"], sent))
                     if cell.mode is not None:
                         figures.mode = cell.mode
                     runs[cell].append(figures)
@@ -502,6 +516,17 @@ async def backlog(url: str, subject: str, label: str, n: int) -> Figures:
         stats = responder.stop()
     figures.extra["slow_consumers"] = stats.get("slow_consumers")
     return figures
+
+
+def _ledger_notes(cell: Cell, ledger: dict[str, int], sent: int) -> dict[str, Any]:
+    """The ledger's writes per call; a measurement where not every call was ledgered under an id
+    of its own (a repeated id is answered from the record, without running) is refused."""
+    if ledger["keys"] != sent:
+        raise SystemExit(
+            f"{cell.key}: the ledger holds {ledger['keys']} keys after {sent} calls, "
+            "each with an id of its own: the measurement is not of ledgered calls"
+        )
+    return {"ledger writes/call": f"{ledger['writes'] / sent:.2f}"}
 
 
 def _median(runs: list[Figures]) -> Figures:
@@ -664,6 +689,25 @@ def ratios(rows: list[Figures]) -> list[Ratio]:
                 None,
             )
         )
+    # Not targets: what the idempotency ledger's three key-value writes per call cost.
+    for window in (1, 64, 256):
+        scenario = f"req/reply, {window} in flight"
+        plain, ledgered = find(WORKER, scenario), find(WORKER_LEDGER, scenario)
+        if plain and ledgered:
+            found += [
+                Ratio(
+                    f"worker with ledger / worker, {window} in flight (req/s)",
+                    ledgered.rate / plain.rate,
+                    "(for reference)",
+                    None,
+                ),
+                Ratio(
+                    f"worker with ledger CPU / worker CPU per call, {window} in flight",
+                    ledgered.cpu_us / plain.cpu_us,
+                    "(for reference)",
+                    None,
+                ),
+            ]
     if mem:
         slow = mem.extra.get("slow_consumers") or 0
         found += [
@@ -718,7 +762,9 @@ def render(rows: list[Figures], repetitions: list[list[Figures]], command: str) 
         f"Command: `{command}`. nats-server, the responder and the client (this process) share the machine.",
         "The worker is served as `interaction-worker run` serves it (`service.run`: uvloop, start-up frozen "
         "out of the garbage collector). The baselines run on asyncio's own loop, as they would be written by "
-        "hand; the raw responder on uvloop is measured too, for reference. Each repetition measures every "
+        "hand; the raw responder on uvloop is measured too, for reference. The worker with its idempotency "
+        "ledger on (wire.md 8) writes three times per call to a JetStream key-value bucket on the same "
+        "server before it replies; every call of the run has an id of its own. Each repetition measures every "
         "responder once, one after another; each figure below is its median over the repetitions, and each "
         "ratio the median of the ratios within each repetition (a shared host's slow phases move whole "
         "repetitions).",
@@ -763,7 +809,8 @@ def main() -> None:
         action="append",
         metavar="CELL[,CELL]",
         help="measure only these cells, e.g. `--only router/256,faststream/256` (KIND/SCENARIO: "
-        "kinds raw, raw-uvloop, faststream, worker, router, and at 256 faststream-mw64, router-c1; "
+        "kinds raw, raw-uvloop, faststream, worker, worker-ledger, router, and at 256 faststream-mw64, "
+        "router-c1; "
         "scenarios 1, 64, 256 in flight, ff, io; also `floor`, `backlog`; an unknown name lists "
         "them all); the table is printed, docs/benchmarks.md is left alone",
     )
