@@ -828,7 +828,21 @@ def main() -> None:
     text = render(rows, repetitions, command)
     print(text)
     if not (args.quick or only):
-        args.out.write_text(text)
+        args.out.write_text(text + _kept_notes(args.out))
+
+
+# What follows this line in docs/benchmarks.md is written by hand (analyses of the figures above) and
+# kept when `make bench` writes the table again.
+NOTES_MARKER = "<!-- Written by hand below: make bench keeps it. -->"
+
+
+def _kept_notes(out: Path) -> str:
+    try:
+        previous = out.read_text()
+    except FileNotFoundError:
+        return ""
+    _, marker, notes = previous.partition(NOTES_MARKER)
+    return "\n" + marker + notes if marker else ""
 
 
 if __name__ == "__main__":
