@@ -73,7 +73,12 @@ durable:
   events_stream: INTERACTION_EVENTS
   events_max_age: 24h
   ack_wait: 30s
-  max_deliver: 5
+  dead_stream: INTERACTION_DEAD
+  replicas: 1                  # stream replicas (3 on a 3-node cluster)
+  max_deliver: 5               # executed attempts; the consumer's server-side max_deliver is this + 1 (wire.md 7)
+  max_ack_pending: 1000        # per durable consumer, shared by every worker on it
+  nak_backoff: [1s, 5s, 30s]   # redelivery delays for a call that certainly did not start (wire.md 7)
+  duplicate_window: 2m         # the calls and events streams' Nats-Msg-Id window
 idempotency:
   enabled: null                # null: on in durable mode, off otherwise
   bucket: interaction_ledger
@@ -155,7 +160,12 @@ def defaults(base: Path) -> Settings:
             events_stream="INTERACTION_EVENTS",
             events_max_age=24 * 3600.0,
             ack_wait=30.0,
+            dead_stream="INTERACTION_DEAD",
+            replicas=1,
             max_deliver=5,
+            max_ack_pending=1000,
+            nak_backoff=(1.0, 5.0, 30.0),
+            duplicate_window=120.0,
         ),
         idempotency=IdempotencySettings(
             enabled=None,
@@ -854,9 +864,20 @@ PROBLEMS = [
         id="dotted-server-name-is-quoted",
     ),
     pytest.param(
-        {"durable": {"enabled": True}},
-        "durable.enabled: durable mode is not available in this version",
-        id="durable-refused",
+        {"durable": {"enabled": True}, "subjects": {"queue": "a.b"}},
+        "subjects.queue: a.b cannot name the durable consumers (<queue>-<family>): "
+        "durable mode needs a queue group of letters, digits, - and _",
+        id="durable-queue-name",
+    ),
+    pytest.param(
+        {"durable": {"nak_backoff": ["1s", "soon"]}},
+        "durable.nak_backoff must be a nonempty list of durations such as [1s, 5s, 30s]",
+        id="durable-nak-backoff",
+    ),
+    pytest.param(
+        {"durable": {"replicas": 7}},
+        "durable.replicas must be an integer from 1 to 5",
+        id="durable-replicas",
     ),
     pytest.param(
         {"durable": {"max_deliver": 0}},
@@ -953,7 +974,7 @@ def test_several_problems_give_one_line_each() -> None:
                     {"type": "nats", "name": "ui", "subject": "ui.{key}"},
                 ]
             },
-            "durable": {"enabled": True},
+            "durable": {"enabled": True, "nak_backoff": []},
         }
     ) == [
         "tools.commands.max_entries must be an integer from 1 to 10000",
@@ -962,7 +983,7 @@ def test_several_problems_give_one_line_each() -> None:
         'output.sinks[2].name "ui" is used twice',
         "max_pending must be a positive integer",
         "shutdown_grace must be a duration such as 500ms, 30s or 24h",
-        "durable.enabled: durable mode is not available in this version",
+        "durable.nak_backoff must be a nonempty list of durations such as [1s, 5s, 30s]",
     ]
 
 

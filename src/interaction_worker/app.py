@@ -257,7 +257,10 @@ def serve_options(
         tool_timeout=settings.tool_timeout,
         max_pending=settings.max_pending,
         shutdown_grace=settings.shutdown_grace,
-        idempotency=settings.idempotency if settings.idempotency.enabled else None,
+        idempotency=settings.idempotency
+        if settings.idempotency.enabled or settings.durable.enabled
+        else None,
+        durable=settings.durable if settings.durable.enabled else None,
         connect_options=nats_connect_options(env)
         if settings.nats.url is not None
         else {},

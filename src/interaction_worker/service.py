@@ -16,9 +16,10 @@ from nats.aio.client import Client
 from nats.errors import SlowConsumerError
 
 from . import event_loop
-from .config import IdempotencySettings
+from .config import DurableSettings, IdempotencySettings
 from .embedded import EmbeddedNatsServer
 from .errors import McpClientError, ServeError
+from .subscribers import DurableBinding, NatsBinding
 from .tools import check_command_limits
 from .worker import InteractionWorker
 
@@ -45,9 +46,9 @@ class ServeOptions:
     shutdown_grace: float = 15.0
     connect_timeout: float = 10.0
     connect_options: dict[str, Any] = field(default_factory=dict)
-    idempotency: IdempotencySettings | None = (
-        None  # the ledger, when enabled (wire.md 8)
-    )
+    # The ledger (wire.md 8) and durable mode (wire.md 7), when enabled.
+    idempotency: IdempotencySettings | None = None
+    durable: DurableSettings | None = None
 
 
 @dataclass
@@ -149,15 +150,28 @@ async def serve(
         stack.push_async_callback(_close, client, stats)
         # Now that the server's max_payload is known, before anything subscribes (wire.md 1).
         check_command_limits(worker.tools, client.max_payload)
-        binding = worker.nats_binding(
-            client,
-            prefix=options.prefix,
-            queue=options.queue,
-            reply_prefixes=options.reply_prefixes,
-            tool_timeout=options.tool_timeout,
-            max_pending=options.max_pending,
-            idempotency=options.idempotency,
-        )
+        binding: NatsBinding | DurableBinding
+        if options.durable is not None:
+            binding = worker.durable_binding(
+                client,
+                durable=options.durable,
+                prefix=options.prefix,
+                queue=options.queue,
+                reply_prefixes=options.reply_prefixes,
+                tool_timeout=options.tool_timeout,
+                max_pending=options.max_pending,
+                idempotency=options.idempotency,
+            )
+        else:
+            binding = worker.nats_binding(
+                client,
+                prefix=options.prefix,
+                queue=options.queue,
+                reply_prefixes=options.reply_prefixes,
+                tool_timeout=options.tool_timeout,
+                max_pending=options.max_pending,
+                idempotency=options.idempotency,
+            )
         stack.push_async_callback(worker.aclose)
         try:
             await worker.astart(client)

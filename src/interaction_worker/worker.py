@@ -9,12 +9,13 @@ import logging
 import os
 import socket
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from faststream.nats import NatsRouter
 from nats.aio.client import Client
 
-from .config import IdempotencySettings
+from .config import DurableSettings, IdempotencySettings
 from .contracts import (
     ContractError,
     ExternalResult,
@@ -48,6 +49,7 @@ from .nodes import (
     observe_request,
 )
 from .subscribers import (
+    DurableBinding,
     JetStreamStore,
     MessageHandler,
     NatsBinding,
@@ -311,6 +313,46 @@ class InteractionWorker:
             client,
             handler,
             queue=queue or f"{prefix}-workers",
+            concurrency=self.concurrency,
+            max_pending=max_pending,
+            ledger_store=store,
+        )
+
+    def durable_binding(
+        self,
+        client: Client,
+        *,
+        durable: DurableSettings,
+        prefix: str = "interaction",
+        queue: str | None = None,
+        reply_prefixes: tuple[str, ...] = ("_INBOX.",),
+        tool_timeout: float | None = 60.0,
+        max_pending: int = 1000,
+        idempotency: IdempotencySettings | None = None,
+    ) -> DurableBinding:
+        """Durable mode (wire.md 7) on a connected nats-py client: calls from JetStream pull
+        consumers; `start()` creates or checks the streams and consumers, then serves.
+
+        The ledger is on unless `idempotency.enabled` is False; in durable mode a call whose id is
+        claimed by a running attempt comes back later instead of waiting."""
+        ledger_settings = replace(
+            idempotency or IdempotencySettings(),
+            enabled=(idempotency is None or idempotency.enabled is not False),
+            wait=0.0,
+        )
+        store = _ledger_store(ledger_settings, client)
+        handler = self.message_handler(
+            prefix=prefix,
+            reply_prefixes=reply_prefixes,
+            max_payload=client.max_payload,
+            tool_timeout=tool_timeout,
+            ledger=_ledger(ledger_settings, store),
+        )
+        return DurableBinding(
+            client,
+            handler,
+            queue=queue or f"{prefix}-workers",
+            settings=durable,
             concurrency=self.concurrency,
             max_pending=max_pending,
             ledger_store=store,

@@ -35,10 +35,6 @@ def run(args: argparse.Namespace) -> int:
         settings = replace(settings, nats=replace(settings.nats, url=args.nats_url))
     if args.data_dir:
         settings = replace(settings, data_dir=args.data_dir.resolve())
-    if settings.durable.enabled:
-        raise UsageError(
-            "durable.enabled: durable mode is not available in this version"
-        )
     code = _import_app(args.app) if args.app else None
     worker = build_worker(settings, code)
     options = serve_options(settings, os.environ, port=args.port)

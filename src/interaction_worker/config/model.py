@@ -155,7 +155,12 @@ class DurableSettings:
     events_stream: str = "INTERACTION_EVENTS"
     events_max_age: float = 86400.0
     ack_wait: float = 30.0
+    dead_stream: str = "INTERACTION_DEAD"
+    replicas: int = 1
     max_deliver: int = 5
+    max_ack_pending: int = 1000
+    nak_backoff: tuple[float, ...] = (1.0, 5.0, 30.0)
+    duplicate_window: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -245,7 +250,12 @@ class Settings:
                 "events_stream": durable.events_stream,
                 "events_max_age": d(durable.events_max_age),
                 "ack_wait": d(durable.ack_wait),
+                "dead_stream": durable.dead_stream,
+                "replicas": durable.replicas,
                 "max_deliver": durable.max_deliver,
+                "max_ack_pending": durable.max_ack_pending,
+                "nak_backoff": [d(delay) for delay in durable.nak_backoff],
+                "duplicate_window": d(durable.duplicate_window),
             },
             "idempotency": {
                 "enabled": ledger.enabled,

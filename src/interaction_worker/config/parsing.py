@@ -25,12 +25,12 @@ from .values import (
     is_stream_name,
     is_subject,
     mapping,
+    parse_duration,
     url_problem,
 )
 
 NATS_URL_SCHEMES = ("nats", "tls", "ws", "wss")
 NATS_URL_EXAMPLE = "nats://127.0.0.1:4222"
-_UNAVAILABLE = "is not available in this version"
 
 
 def parse_settings(data: object, *, base_dir: Path) -> Settings:
@@ -72,6 +72,12 @@ def parse_settings(data: object, *, base_dir: Path) -> Settings:
             f"nats.inbox_prefix: {settings.nats.inbox_prefix} is not under "
             f"subjects.reply_prefixes ({', '.join(settings.subjects.reply_prefixes)}): "
             "the worker would refuse this package's clients' replies"
+        )
+    queue = settings.subjects.queue_group
+    if not problems.lines and settings.durable.enabled and not is_stream_name(queue):
+        problems.lines.append(
+            f"subjects.queue: {queue} cannot name the durable consumers (<queue>-<family>): "
+            "durable mode needs a queue group of letters, digits, - and _"
         )
     problems.raise_if_any()
     return settings
@@ -221,16 +227,29 @@ def _stream(section: Section, name: str, default: str) -> str:
 
 def _durable(top: Section) -> DurableSettings:
     with top.section("durable") as s:
-        if s.boolean("enabled", False):
-            s.problems.lines.append(f"{s.key('enabled')}: durable mode {_UNAVAILABLE}")
         return DurableSettings(
-            enabled=False,
+            enabled=s.boolean("enabled", False),
             calls_stream=_stream(s, "calls_stream", "INTERACTION_CALLS"),
             events_stream=_stream(s, "events_stream", "INTERACTION_EVENTS"),
             events_max_age=s.duration("events_max_age", 86400.0),
             ack_wait=s.duration("ack_wait", 30.0),
+            dead_stream=_stream(s, "dead_stream", "INTERACTION_DEAD"),
+            replicas=s.integer("replicas", 1, 1, 5),
             max_deliver=s.integer("max_deliver", 5),
+            max_ack_pending=s.integer("max_ack_pending", 1000),
+            nak_backoff=s.get("nak_backoff", (1.0, 5.0, 30.0), _delays),
+            duplicate_window=s.duration("duplicate_window", 120.0),
         )
+
+
+def _delays(value: Any) -> tuple[float, ...] | Rule:
+    rule = Rule("must be a nonempty list of durations such as [1s, 5s, 30s]")
+    if not isinstance(value, list) or not value:
+        return rule
+    delays = [parse_duration(item) for item in value]
+    if any(isinstance(delay, Rule) for delay in delays):
+        return rule
+    return tuple(delay for delay in delays if not isinstance(delay, Rule))
 
 
 def _idempotency(top: Section) -> IdempotencySettings:

@@ -34,6 +34,10 @@ class FingerprintMismatch(Exception):
 class StillRunning(Exception):
     """Another attempt holds a live claim and its outcome did not come within the wait."""
 
+    def __init__(self, key: str, lease_left: float = 0.0) -> None:
+        super().__init__(key)
+        self.lease_left = lease_left  # seconds until that claim's lease runs out
+
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
@@ -103,7 +107,7 @@ class Ledger:
             if record.lease_until > now:
                 remaining = give_up - loop.time()
                 if remaining <= 0:
-                    raise StillRunning(key)
+                    raise StillRunning(key, record.lease_until - now)
                 try:
                     # Until the outcome, a release or a renewal, or until the lease runs out.
                     await self.store.changed(
@@ -124,6 +128,33 @@ class Ledger:
                 continue
             return self._claim(key, revision, fingerprint, unknown=unknown)
         raise StillRunning(key)
+
+    async def lookup(self, key: str) -> tuple[Record, int] | None:
+        """The record under `key` and its revision; None when there is none.
+
+        Raises:
+            StoreUnavailable: the store could not be reached.
+        """
+        entry = await self.store.get(key)
+        return None if entry is None else (Record.decode(entry.value), entry.revision)
+
+    async def settle(
+        self, key: str, revision: int, fingerprint: str, outcome: dict[str, Any]
+    ) -> bool:
+        """Record `outcome` over the entry at `revision` (a claim its worker left); false when the
+        entry changed meanwhile or the store is away."""
+        value = Record(
+            state="done",
+            fingerprint=fingerprint,
+            worker=self.worker,
+            at=self.clock(),
+            outcome=outcome,
+        ).encode()
+        try:
+            await self.store.update(key, value, revision)
+        except (Conflict, StoreUnavailable):
+            return False
+        return True
 
     def claim_record(self, fingerprint: str, state: str = "claimed") -> bytes:
         now = self.clock()
@@ -180,9 +211,10 @@ class Claim:
             ) from None
         self.started = True
 
-    async def done(self, outcome: dict[str, Any]) -> None:
-        """Record the outcome. A store that stays away past the lease leaves the claim as it was
-        (a retry then answers per wire.md 8.3): the outcome is published anyway, so this never raises."""
+    async def done(self, outcome: dict[str, Any]) -> bool:
+        """Record the outcome; false when it could not be. A store that stays away past the lease
+        leaves the claim as it was (a retry then answers per wire.md 8.3): the outcome is published
+        anyway, so this never raises."""
         self._stop_renewing()
         ledger = self.ledger
         value = Record(
@@ -198,14 +230,15 @@ class Claim:
         while True:
             try:
                 await self._write(value)
-                return
+                return True
             except Conflict:
-                if not await self._recorded():
-                    ledger.logger.warning(
-                        "ledger %s: the claim was taken over before its outcome was recorded",
-                        self.key,
-                    )
-                return
+                if await self._recorded():
+                    return True
+                ledger.logger.warning(
+                    "ledger %s: the claim was taken over before its outcome was recorded",
+                    self.key,
+                )
+                return False
             except StoreUnavailable:
                 if loop.time() + delay > give_up:
                     ledger.logger.warning(
@@ -213,7 +246,7 @@ class Claim:
                         self.key,
                         exc_info=True,
                     )
-                    return
+                    return False
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 

@@ -3,6 +3,7 @@ dispatcher and the two bindings (nats-py and FastStream)."""
 
 from ..contracts.keys import NO_KEY, is_safe_header_value, subject_key
 from .dispatcher import Dispatcher
+from .durable_binding import DurableBinding
 from .faststream_router import build_router
 from .handler import MessageHandler
 from .incoming import Incoming
@@ -16,6 +17,7 @@ __all__ = [
     "KINDS",
     "NO_KEY",
     "Dispatcher",
+    "DurableBinding",
     "Incoming",
     "JetStreamStore",
     "Kind",

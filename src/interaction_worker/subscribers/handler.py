@@ -14,13 +14,14 @@ from collections.abc import Callable
 
 from ..contracts import JsonRefused, parse_json_object
 from ..contracts.keys import NO_KEY, subject_key
-from ..errors import InteractionWorkerError, InvalidJson
+from ..errors import InteractionWorkerError, InvalidJson, Unavailable
 from ..ledger import RECORD_ENVELOPE, Ledger
 from .dead_letters import UtcTimestamps
+from .delivery import Redeliver
 from .incoming import Incoming, reply_target
 from .outgoing import Outgoing, Publish
 from .refusals import Refusals
-from .requests import Nodes, Shutdown, families
+from .requests import Ledgered, Nodes, Shutdown, families
 from .subjects import Kind, Subjects
 
 _LOGGER = logging.getLogger("interaction_worker")
@@ -118,6 +119,42 @@ class MessageHandler:
                 raise reply_error
             outcome = await family.run(body, identifier)
             return family.publishes(outcome, msg, key, target)
+        except Redeliver:
+            raise
+        except Exception as error:
+            return self.refusals.refuse(
+                kind,
+                msg,
+                error,
+                key=key,
+                identifier=identifier,
+                target=target,
+                id_names=family.id_names(body) if body is not None else None,
+            )
+
+    async def resolve_exhausted(
+        self, kind: Kind, msg: Incoming, attempts: int
+    ) -> list[Publish]:
+        """A durable message delivered once more than its executed attempts (its worker died during
+        the last one): never run again. Its recorded outcome is published (`unknown` for a call left
+        started); else it is dead-lettered, UNAVAILABLE "Gave up after N deliveries" (wire.md 7)."""
+        family = self.families[kind]
+        target, _ = reply_target(msg, self.reply_prefixes)
+        body = None
+        key, identifier = NO_KEY, None
+        try:
+            try:
+                body = parse_json_object(msg.data)
+            except JsonRefused as refused:
+                raise InvalidJson(f"Invalid JSON: {refused.message}") from None
+            identifier = family.identify(body)
+            if identifier is not None:
+                key = subject_key(identifier)
+            if isinstance(family, Ledgered) and identifier is not None:
+                outcome = await family.resolve(body, identifier)
+                if outcome is not None:
+                    return family.publishes(outcome, msg, key, target)
+            raise Unavailable(f"Gave up after {attempts} deliveries")
         except Exception as error:
             return self.refusals.refuse(
                 kind,

@@ -36,8 +36,10 @@ class NatsBinding:
         max_pending: int = 1000,
         logger: logging.Logger = _LOGGER,
         ledger_store: JetStreamStore | None = None,
+        kinds: tuple[Kind, ...] = KINDS,
     ) -> None:
         self.client = client
+        self.kinds = kinds
         self.ledger_store = ledger_store
         self.handler = handler
         self.queue = queue
@@ -68,7 +70,7 @@ class NatsBinding:
                 await self.ledger_store.open()
             except StoreUnavailable as error:
                 raise ServeError(str(error)) from None
-        for kind in KINDS:
+        for kind in self.kinds:
             subject = self.handler.subjects.request(kind)
             subscription = await self.client.subscribe(
                 subject,

@@ -18,6 +18,7 @@ from .dead_letters import (
     dead_letter_body,
     dead_letter_headers,
 )
+from .delivery import current as current_delivery
 from .incoming import Incoming
 from .outgoing import Outgoing, Publish, trace_headers
 from .subjects import Kind
@@ -81,6 +82,7 @@ class Refusals:
         if not isinstance(error, InteractionWorkerError):
             self.logger.error("unexpected error on %s", msg.subject, exc_info=error)
             error = Internal()
+        delivery = current_delivery.get()
         publishes: list[Publish] = []
         if target:
             body, headers = error_reply(error)
@@ -92,7 +94,9 @@ class Refusals:
             id_header=id_names.header if id_names is not None else None,
             identifier=identifier,
             error=error,
-            msg_id=f"{self._letter_prefix}-{next(self._letter_ids)}",
+            msg_id=delivery.letter_id
+            if delivery is not None
+            else f"{self._letter_prefix}-{next(self._letter_ids)}",
             trace=trace_headers(msg.headers),
         )
         letter = DeadLetterInput(
@@ -103,6 +107,7 @@ class Refusals:
             id_field=id_names.field if id_names is not None else None,
             identifier=identifier,
             received_at=self.clock(),
+            attempts=delivery.number if delivery is not None else 1,
         )
         body = dead_letter_body(letter, self.outgoing.room() - headers_size(headers))
         publishes.append((self.outgoing.subjects.dead(kind, key), body, headers))

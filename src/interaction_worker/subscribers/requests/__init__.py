@@ -21,6 +21,7 @@ from .tool_list import ToolLists
 __all__ = [
     "Deliveries",
     "Family",
+    "Ledgered",
     "McpCalls",
     "Nodes",
     "Observations",

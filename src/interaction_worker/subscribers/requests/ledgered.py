@@ -32,6 +32,8 @@ from ...ledger import (
 )
 from ...nodes.side_effects import starting
 from ..dead_letters import IdNames
+from ..delivery import Redeliver, may_redeliver
+from ..delivery import current as current_delivery
 from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish
 from .family import Family, Nodes
@@ -102,9 +104,14 @@ class Ledgered(Generic[Outcome]):
             raise IdReused(
                 f"{terms.label} was already used for a different request"
             ) from None
-        except StillRunning:
+        except StillRunning as running:
+            if current_delivery.get() is not None:
+                # Durable mode: it comes back when that attempt's lease would have run out.
+                raise Redeliver(max(running.lease_left, 0.0) + 0.1) from None
             raise InProgress(f"{terms.label} is still being executed") from None
         except StoreUnavailable:
+            if may_redeliver():
+                raise Redeliver from None
             raise Unavailable("The idempotency ledger is unavailable") from None
         if isinstance(begun, Recorded):
             error = begun.outcome.get("error")
@@ -114,7 +121,7 @@ class Ledgered(Generic[Outcome]):
         claim = begun
         if claim.unknown:
             outcome = terms.unknown(body, identifier)
-            await claim.done(terms.record(outcome) or {})
+            _recorded(await claim.done(terms.record(outcome) or {}))
             return outcome
         token = starting.set(claim.start)
         try:
@@ -125,14 +132,18 @@ class Ledgered(Generic[Outcome]):
         except StoreUnavailable:
             # The `started` mark could not be written: the side effect did not start.
             await claim.release()
+            if may_redeliver():
+                raise Redeliver from None
             raise Unavailable("The idempotency ledger is unavailable") from None
         except Exception as error:
             if not claim.started:
                 await claim.release()
                 raise
             refusal = error if isinstance(error, InteractionWorkerError) else Internal()
-            await claim.done(
-                {"error": {"code": refusal.code, "message": refusal.message}}
+            _recorded(
+                await claim.done(
+                    {"error": {"code": refusal.code, "message": refusal.message}}
+                )
             )
             raise
         finally:
@@ -140,9 +151,50 @@ class Ledgered(Generic[Outcome]):
         recorded = terms.record(outcome) if claim.started else None
         if recorded is None:
             await claim.release()
+            if may_redeliver():
+                raise Redeliver  # nothing started: a later delivery runs it
         else:
-            await claim.done(recorded)
+            _recorded(await claim.done(recorded))
         return outcome
+
+    async def resolve(self, body: dict[str, Any], identifier: str) -> Outcome | None:
+        """The outcome of a durable message delivered past its last attempt (wire.md 7): the
+        recorded one, or `unknown` for a call left started; None when nothing of it is recorded
+        (it never started, or the ledger cannot say): it is then dead-lettered."""
+        terms = self.terms
+        request = terms.request(body)
+        if request is None:
+            return None
+        what, _ = request
+        key = f"{terms.kind}.{subject_key(identifier)}"
+        try:
+            found = await self.ledger.lookup(key)
+        except StoreUnavailable:
+            return None
+        if found is None:
+            return None
+        record, revision = found
+        if record.fingerprint != fingerprint(what):
+            return None
+        if record.outcome is not None:
+            error = record.outcome.get("error")
+            if error is not None:
+                raise _recorded_error(error)
+            return terms.recorded(record.outcome)
+        if record.state != "started":
+            return None
+        outcome = terms.unknown(body, identifier)
+        await self.ledger.settle(
+            key, revision, record.fingerprint, terms.record(outcome) or {}
+        )
+        return outcome
+
+
+def _recorded(done: bool) -> None:
+    """Tell the durable binding when the outcome could not be recorded (it then does not ack)."""
+    delivery = current_delivery.get()
+    if delivery is not None and not done:
+        delivery.recorded = False
 
 
 def _recorded_error(error: Any) -> InteractionWorkerError:

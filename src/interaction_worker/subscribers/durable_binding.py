@@ -1,0 +1,244 @@
+"""Durable mode (wire.md 7): tool calls, MCP requests and deliveries come from JetStream pull
+consumers shared by every worker, so a call the server accepted survives a killed worker and a
+restarted server; `P.observe` and `P.tool.list`, which change nothing, stay core subscriptions.
+
+One message's order of work: claim in the ledger → execute → record → publish → acknowledge.
+While it runs, the server is told every third of `ack_wait` that it is still in progress. It is
+negatively acknowledged (and comes back after the next `nak_backoff` delay) only when its side
+effect certainly did not start; a refused message is dead-lettered and terminated; a message whose
+outcome could not be recorded is published but not acknowledged, so its redelivery answers from the
+ledger. A delivery past `max_deliver` is never executed: it is resolved from the ledger or
+dead-lettered, then terminated.
+
+Each consumer's loop fetches at most as many messages as the process has free slots (`concurrency`,
+else `max_pending`), shared by the three consumers, so no worker hoards work another could do.
+"""
+
+import asyncio
+import logging
+import math
+from typing import Any
+
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from ..config import DurableSettings
+from ..errors import ServeError
+from ..ledger import StoreUnavailable
+from .delivery import Delivery, Redeliver
+from .delivery import current as current_delivery
+from .durable_streams import (
+    DURABLE_KINDS,
+    consumer_config,
+    ensure_consumer,
+    ensure_streams,
+)
+from .handler import MessageHandler
+from .incoming import Incoming
+from .ledger_store import JetStreamStore
+from .nats_binding import NatsBinding
+from .outgoing import Publish
+from .subjects import Kind
+
+_LOGGER = logging.getLogger("interaction_worker")
+# Seconds one fetch waits for messages; a free slot held by an idle fetch is lost to the other
+# consumers that long.
+_FETCH_WAIT = 0.5
+
+
+class DurableBinding:
+    def __init__(
+        self,
+        client: Client,
+        handler: MessageHandler,
+        *,
+        queue: str,
+        settings: DurableSettings,
+        concurrency: int | None = None,
+        max_pending: int = 1000,
+        ledger_store: JetStreamStore | None = None,
+        logger: logging.Logger = _LOGGER,
+    ) -> None:
+        self.client = client
+        self.handler = handler
+        self.queue = queue
+        self.settings = settings
+        self.logger = logger
+        self.ledger_store = ledger_store
+        self.limit = concurrency or max_pending
+        self.core = NatsBinding(
+            client,
+            handler,
+            queue=queue,
+            concurrency=concurrency,
+            max_pending=max_pending,
+            logger=logger,
+            kinds=("observe", "list"),
+        )
+        self.closing = False
+        self.running: set[asyncio.Task[None]] = set()
+        self._held = (
+            0  # slots reserved by fetches in flight or taken by running messages
+        )
+        self._freed = asyncio.Event()
+        self._fetchers: list[asyncio.Task[None]] = []
+        self._subscriptions: list[Any] = []
+        self._js: JetStreamContext = client.jetstream()
+        self._stream = settings.calls_stream
+
+    async def start(self) -> None:
+        """Open the ledger's bucket, create or check the streams and consumers, then consume.
+
+        Raises:
+            ServeError: JetStream is missing, a stream conflicts (wire.md 7), or the ledger's bucket
+                cannot be opened.
+        """
+        if self.ledger_store is not None:
+            try:
+                await self.ledger_store.open()
+            except StoreUnavailable as error:
+                raise ServeError(str(error)) from None
+        prefix = self.handler.subjects.prefix
+        await ensure_streams(self._js, prefix, self.settings, self.logger)
+        subscriptions = []
+        for kind in DURABLE_KINDS:
+            subject = self.handler.subjects.request(kind)
+            config = consumer_config(self.queue, kind, subject, self.settings)
+            await ensure_consumer(self._js, self._stream, config, self.logger)
+            subscription = await self._js.pull_subscribe_bind(
+                durable=config.durable_name, stream=self._stream
+            )
+            subscriptions.append((kind, subscription))
+        await self.core.start()
+        for kind, subscription in subscriptions:
+            self._fetchers.append(
+                asyncio.create_task(self._consume(kind, subscription))
+            )
+        self._subscriptions = [subscription for _, subscription in subscriptions]
+
+    async def _consume(self, kind: Kind, subscription: Any) -> None:
+        share = len(DURABLE_KINDS)
+        while not self.closing:
+            free = self.limit - self._held
+            if free <= 0:
+                self._freed.clear()
+                await self._freed.wait()
+                continue
+            wanted = max(1, math.ceil(free / share))
+            self._held += wanted
+            try:
+                messages = await subscription.fetch(batch=wanted, timeout=_FETCH_WAIT)
+            except (TimeoutError, nats.errors.TimeoutError):
+                messages = []
+            except asyncio.CancelledError:
+                self._held -= wanted
+                raise
+            except Exception:
+                messages = []
+                self.logger.warning("fetching from %s failed", kind, exc_info=True)
+                await asyncio.sleep(_FETCH_WAIT)
+            self._held -= wanted - len(messages)
+            for msg in messages:
+                task = asyncio.create_task(self._run(kind, msg))
+                self.running.add(task)
+                task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self.running.discard(task)
+        self._held -= 1
+        self._freed.set()
+
+    async def _run(self, kind: Kind, msg: Msg) -> None:
+        settings = self.settings
+        meta = msg.metadata
+        number = meta.num_delivered or 1
+        delivery = Delivery(
+            number=number,
+            last=number >= settings.max_deliver,
+            letter_id=f"dead:{self._stream}:{meta.sequence.stream}",
+        )
+        # The message's own reply subject is JetStream's acknowledgement subject: the reply goes
+        # only to Interaction-Reply-To (wire.md 7).
+        incoming = Incoming(msg.subject, msg.data, msg.headers, None)
+        alive = asyncio.create_task(self._keep_alive(msg))
+        token = current_delivery.set(delivery)
+        try:
+            if number > settings.max_deliver:
+                delivery.number = settings.max_deliver  # the executed attempts
+                publishes = await self.handler.resolve_exhausted(
+                    kind, incoming, settings.max_deliver
+                )
+                await self._publish(publishes)
+                await msg.term()
+                return
+            try:
+                publishes = await self.handler.handle(kind, incoming)
+            except Redeliver as later:
+                delay = (
+                    later.delay if later.delay is not None else self._backoff(number)
+                )
+                await msg.nak(delay=delay)
+                return
+            await self._publish(publishes)
+            if not delivery.recorded:
+                return  # redelivered after ack_wait: the ledger answers then
+            dead = f"{self.handler.subjects.prefix}.dead."
+            if any(subject.startswith(dead) for subject, _, _ in publishes):
+                await msg.term()
+            else:
+                await msg.ack()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Publishing or acknowledging failed (the connection is away): the message comes back,
+            # and the ledger answers it without running it again.
+            self.logger.warning("handling %s failed", msg.subject, exc_info=True)
+        finally:
+            current_delivery.reset(token)
+            alive.cancel()
+
+    def _backoff(self, number: int) -> float:
+        delays = self.settings.nak_backoff
+        return delays[min(number, len(delays)) - 1]
+
+    async def _keep_alive(self, msg: Msg) -> None:
+        while True:
+            await asyncio.sleep(self.settings.ack_wait / 3)
+            try:
+                await msg.in_progress()
+            except Exception:
+                self.logger.info(
+                    "telling the server %s is in progress failed", msg.subject
+                )
+
+    async def _publish(self, publishes: list[Publish]) -> None:
+        publish = self.client.publish
+        for subject, payload, headers in publishes:
+            await publish(subject, payload, headers=headers)
+
+    async def stop(self, grace: float) -> None:
+        """Stop fetching; let running messages finish within `grace`, then cancel them (their
+        outcome is published as `cancelled` / WORKER_SHUTDOWN and acknowledged)."""
+        self.closing = True
+        self._freed.set()
+        for fetcher in self._fetchers:
+            fetcher.cancel()
+        await asyncio.gather(*self._fetchers, return_exceptions=True)
+        self._fetchers.clear()
+        for subscription in self._subscriptions:
+            try:
+                await subscription.unsubscribe()
+            except Exception:  # a closed connection has nothing left to unsubscribe
+                self.logger.debug("unsubscribing a consumer failed", exc_info=True)
+        self._subscriptions.clear()
+        await self.core.stop(grace)
+        running = set(self.running)
+        if running:
+            _, late = await asyncio.wait(running, timeout=grace)
+            if late:
+                self.handler.shutting_down = True
+                for task in late:
+                    task.cancel()
+                await asyncio.wait(late, timeout=max(grace, 5.0))

@@ -1,0 +1,213 @@
+"""The JetStream streams of durable mode (wire.md 7): the calls (a work queue), the events and the
+dead letters, created when missing and checked when present, and the durable pull consumers that
+workers share.
+
+A stream that exists keeps its data: subjects it lacks are added by an update, so a later version
+that serves a new subject upgrades it in place; a retention that differs, or subjects another stream
+already captures, stop the start with a message that names the difference, since the worker could
+not then keep its promises (a limits-retention calls stream would keep every call forever, an
+overlap would send calls elsewhere). A consumer whose settings differ is updated.
+"""
+
+import logging
+from dataclasses import dataclass
+
+import nats.errors
+import nats.js.errors
+from nats.js import JetStreamContext, api
+
+from ..config import DurableSettings
+from ..errors import ServeError
+from .subjects import Kind
+
+_LOGGER = logging.getLogger("interaction_worker")
+# The server's code for subjects that overlap another stream's.
+_OVERLAP = 10065
+# The families served from the calls stream, by their consumers; P.command is captured for the
+# command protocol, which has no consumer yet.
+DURABLE_KINDS: tuple[Kind, ...] = ("tool", "mcp", "output")
+
+
+@dataclass(frozen=True)
+class Streams:
+    calls: api.StreamConfig
+    events: api.StreamConfig
+    dead: api.StreamConfig
+
+
+def stream_configs(prefix: str, settings: DurableSettings) -> Streams:
+    p = prefix
+    replicas, storage = settings.replicas, api.StorageType.FILE
+    return Streams(
+        calls=api.StreamConfig(
+            name=settings.calls_stream,
+            subjects=[
+                f"{p}.tool.call",
+                f"{p}.mcp.call",
+                f"{p}.output.deliver",
+                f"{p}.command",
+            ],
+            retention=api.RetentionPolicy.WORK_QUEUE,
+            duplicate_window=settings.duplicate_window,
+            num_replicas=replicas,
+            storage=storage,
+        ),
+        events=api.StreamConfig(
+            name=settings.events_stream,
+            subjects=[
+                f"{p}.tool.result.>",
+                f"{p}.tool.observation.>",
+                f"{p}.mcp.result.>",
+                f"{p}.mcp.observation.>",
+                f"{p}.output.receipt.>",
+                f"{p}.command.done.>",
+            ],
+            retention=api.RetentionPolicy.LIMITS,
+            max_age=settings.events_max_age,
+            duplicate_window=min(settings.duplicate_window, settings.events_max_age),
+            num_replicas=replicas,
+            storage=storage,
+        ),
+        dead=api.StreamConfig(
+            name=settings.dead_stream,
+            subjects=[f"{p}.dead.>"],
+            retention=api.RetentionPolicy.LIMITS,
+            duplicate_window=settings.duplicate_window,
+            num_replicas=replicas,
+            storage=storage,
+        ),
+    )
+
+
+def consumer_name(queue: str, kind: Kind) -> str:
+    return f"{queue}-{kind}"
+
+
+def consumer_config(
+    queue: str, kind: Kind, subject: str, settings: DurableSettings
+) -> api.ConsumerConfig:
+    return api.ConsumerConfig(
+        durable_name=consumer_name(queue, kind),
+        filter_subject=subject,
+        ack_policy=api.AckPolicy.EXPLICIT,
+        deliver_policy=api.DeliverPolicy.ALL,
+        ack_wait=settings.ack_wait,
+        # One delivery more than the executed attempts: a message whose worker died during its
+        # last attempt comes back once, to be resolved or dead-lettered (wire.md 5, 7).
+        max_deliver=settings.max_deliver + 1,
+        max_ack_pending=settings.max_ack_pending,
+    )
+
+
+async def ensure_streams(
+    js: JetStreamContext,
+    prefix: str,
+    settings: DurableSettings,
+    logger: logging.Logger = _LOGGER,
+) -> Streams:
+    """Create or check the three streams.
+
+    Raises:
+        ServeError: a stream exists with another retention, or its subjects overlap another's, or
+            JetStream cannot be reached.
+    """
+    configs = stream_configs(prefix, settings)
+    for config in (configs.calls, configs.events, configs.dead):
+        await _ensure_stream(js, config, logger)
+    return configs
+
+
+async def ensure_consumer(
+    js: JetStreamContext,
+    stream: str,
+    config: api.ConsumerConfig,
+    logger: logging.Logger = _LOGGER,
+) -> None:
+    """Create the durable consumer, or update it when its settings differ from `config`."""
+    name = config.durable_name
+    assert name is not None
+    try:
+        try:
+            info = await js.consumer_info(stream, name)
+        except nats.js.errors.NotFoundError:
+            await js.add_consumer(stream, config)
+            return
+        current = info.config
+        wanted = (
+            config.ack_wait,
+            config.max_deliver,
+            config.max_ack_pending,
+            config.filter_subject,
+        )
+        have = (
+            current.ack_wait,
+            current.max_deliver,
+            current.max_ack_pending,
+            current.filter_subject,
+        )
+        if wanted != have:
+            logger.warning(
+                "durable consumer %s: settings updated to the configuration", name
+            )
+            await js.add_consumer(stream, config)
+    except nats.js.errors.APIError as error:
+        raise ServeError(f"durable consumer {name}: {error.description}") from None
+    except (nats.errors.Error, TimeoutError) as error:
+        raise ServeError(
+            f"durable consumer {name}: JetStream did not answer ({type(error).__name__})"
+        ) from None
+
+
+async def _ensure_stream(
+    js: JetStreamContext, config: api.StreamConfig, logger: logging.Logger
+) -> None:
+    name = config.name
+    assert name is not None and config.subjects is not None
+    try:
+        try:
+            info = await js.stream_info(name)
+        except nats.js.errors.NotFoundError:
+            try:
+                await js.add_stream(config)
+            except nats.js.errors.APIError as error:
+                if error.err_code == _OVERLAP:
+                    raise ServeError(
+                        f"stream {name}: its subjects ({', '.join(config.subjects)}) overlap "
+                        "another stream's"
+                    ) from None
+                raise
+            return
+        current = info.config
+        if current.retention != config.retention:
+            raise ServeError(
+                f"stream {name} exists with retention {_value(current.retention)}, "
+                f"durable mode needs {_value(config.retention)}"
+            )
+        missing = [s for s in config.subjects if s not in (current.subjects or [])]
+        if missing:
+            logger.warning("stream %s: subjects %s added", name, ", ".join(missing))
+            try:
+                await js.update_stream(
+                    current.evolve(subjects=[*(current.subjects or []), *missing])
+                )
+            except nats.js.errors.APIError as error:
+                if error.err_code == _OVERLAP:
+                    raise ServeError(
+                        f"stream {name}: the subjects it lacks ({', '.join(missing)}) overlap "
+                        "another stream's"
+                    ) from None
+                raise
+    except nats.js.errors.ServiceUnavailableError:
+        raise ServeError(
+            f"stream {name}: JetStream is not available on the server"
+        ) from None
+    except nats.js.errors.APIError as error:
+        raise ServeError(f"stream {name}: {error.description}") from None
+    except (nats.errors.Error, TimeoutError) as error:
+        raise ServeError(
+            f"stream {name}: JetStream did not answer ({type(error).__name__})"
+        ) from None
+
+
+def _value(value: object) -> str:
+    return str(getattr(value, "value", value))

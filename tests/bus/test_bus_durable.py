@@ -1,0 +1,372 @@
+"""Durable mode (wire.md 7) on a real nats-server: calls from the JetStream work queue, replies to
+Interaction-Reply-To, events and dead letters in their streams, redelivery of a call whose worker
+died, and two workers sharing one consumer. Each test has its own streams, bucket and prefix."""
+
+import asyncio
+import json
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import nats
+import pytest
+from bus_doubles import ListSink
+from bus_harness import decode, unique_prefix
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import api
+
+from interaction_worker import InteractionWorker, Sandbox, ToolContext
+from interaction_worker.client import InteractionClient
+from interaction_worker.config import DurableSettings, IdempotencySettings
+from interaction_worker.errors import ServeError
+from interaction_worker.subscribers import DurableBinding
+
+pytest_plugins = ["bus_fixtures"]
+
+OBJECT: Mapping[str, Any] = {"type": "object"}
+
+
+class Work:
+    """Counts its executions per call id; `seconds` sleeps, `boom` raises."""
+
+    name = "work"
+    input_schema = OBJECT
+    effects = ("write",)
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.started = asyncio.Event()
+
+    def validate(self, arguments: dict[str, Any]) -> None:
+        return None
+
+    async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        self.calls[context.call_id] += 1
+        self.started.set()
+        if arguments.get("boom"):
+            raise RuntimeError("boom")
+        await asyncio.sleep(float(arguments.get("seconds", 0)))
+        return {"status": "success", "content": f"did {context.call_id}"}
+
+
+@dataclass
+class Durable:
+    """A durable deployment of its own: prefix, streams, bucket, and the workers serving it."""
+
+    url: str
+    prefix: str = field(default_factory=unique_prefix)
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:10].upper())
+    work: Work = field(default_factory=Work)
+    sink: ListSink = field(default_factory=ListSink)
+    bindings: list[tuple[DurableBinding, Client]] = field(default_factory=list)
+
+    def settings(self, **overrides: Any) -> DurableSettings:
+        values: dict[str, Any] = {
+            "enabled": True,
+            "calls_stream": f"CALLS_{self.tag}",
+            "events_stream": f"EVENTS_{self.tag}",
+            "dead_stream": f"DEAD_{self.tag}",
+            "ack_wait": 2.0,
+            "max_deliver": 3,
+            "nak_backoff": (0.1,),
+        }
+        values.update(overrides)
+        return DurableSettings(**values)
+
+    def ledger(self, **overrides: Any) -> IdempotencySettings:
+        values: dict[str, Any] = {"bucket": f"ledger_{self.tag}", "lease": 1.0}
+        values.update(overrides)
+        return IdempotencySettings(**values)
+
+    def worker(self) -> InteractionWorker:
+        return InteractionWorker(
+            tools=[self.work],
+            output=self.sink,
+            sandbox=Sandbox(tools=("work",)),
+            concurrency=8,
+        )
+
+    async def serve(
+        self,
+        settings: DurableSettings | None = None,
+        ledger: IdempotencySettings | None = None,
+        worker: InteractionWorker | None = None,
+    ) -> DurableBinding:
+        client = await nats.connect(self.url, max_reconnect_attempts=1)
+        binding = (worker or self.worker()).durable_binding(
+            client,
+            durable=settings or self.settings(),
+            prefix=self.prefix,
+            idempotency=ledger or self.ledger(),
+        )
+        self.bindings.append((binding, client))
+        await binding.start()
+        return binding
+
+    async def kill(self, binding: DurableBinding) -> None:
+        """The worker dies: its connection goes, nothing is acknowledged, its tasks end."""
+        for index, (served, client) in enumerate(self.bindings):
+            if served is binding:
+                del self.bindings[index]
+                binding.closing = True
+                tasks = [*binding._fetchers, *binding.running]
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await client.close()
+                return
+
+    async def close(self) -> None:
+        for binding, client in reversed(self.bindings):
+            await binding.stop(1.0)
+            await client.drain()
+
+
+@pytest.fixture
+async def durable(nats_url: str) -> AsyncIterator[Durable]:
+    deployment = Durable(nats_url)
+    try:
+        yield deployment
+    finally:
+        await deployment.close()
+
+
+def call(call_id: str, **arguments: Any) -> bytes:
+    return json.dumps(
+        {"call": {"id": call_id, "name": "work", "arguments": arguments}}
+    ).encode()
+
+
+async def stream_messages(client: Client, stream: str, subject: str = ">") -> list[Msg]:
+    """Every message the stream holds (read with an ephemeral ordered consumer)."""
+    js = client.jetstream()
+    info = await js.stream_info(stream)
+    if info.state.messages == 0:
+        return []
+    sub = await js.subscribe(subject, stream=stream, ordered_consumer=True)
+    messages: list[Msg] = []
+    with anyio.fail_after(10):
+        while len(messages) < info.state.messages:
+            messages.append(await sub.next_msg(timeout=5))
+    await sub.unsubscribe()
+    return messages
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], within: float = 10.0
+) -> None:
+    """Poll `check` (state the server holds, which no event announces) until it holds."""
+    with anyio.fail_after(within):
+        while True:
+            if await check():
+                return
+            await asyncio.sleep(0.05)
+
+
+async def has_messages(client: Client, stream: str, count: int = 1) -> bool:
+    return (await client.jetstream().stream_info(stream)).state.messages >= count
+
+
+async def drained(client: Client, stream: str) -> bool:
+    return (await client.jetstream().stream_info(stream)).state.messages == 0
+
+
+async def ask(client: Client, prefix: str, body: bytes, kind: str = "tool.call") -> Msg:
+    """Publish into the stream with Interaction-Reply-To, as the package's clients do."""
+    inbox = client.new_inbox()
+    sub = await client.subscribe(inbox)
+    ack = await client.request(
+        f"{prefix}.{kind}", body, headers={"Interaction-Reply-To": inbox}, timeout=5
+    )
+    assert json.loads(ack.data)["stream"].startswith("CALLS_")  # the stream's PubAck
+    reply = await sub.next_msg(timeout=10)
+    await sub.unsubscribe()
+    return reply
+
+
+async def test_a_call_goes_through_the_stream_and_its_reply_to_interaction_reply_to(
+    durable: Durable, nats_client: Client
+) -> None:
+    await durable.serve()
+
+    reply = decode(await ask(nats_client, durable.prefix, call("d-1")))
+
+    assert reply == {
+        "callId": "d-1",
+        "source": "work",
+        "status": "success",
+        "content": "did d-1",
+    }
+    # The events follow the reply.
+    await eventually(lambda: has_messages(nats_client, f"EVENTS_{durable.tag}", 2))
+    events = await stream_messages(nats_client, f"EVENTS_{durable.tag}")
+    assert sorted(m.subject for m in events) == [
+        f"{durable.prefix}.tool.observation.d-1",
+        f"{durable.prefix}.tool.result.d-1",
+    ]
+    # Acknowledged or terminated: the work queue lets it go.
+    await eventually(lambda: drained(nats_client, f"CALLS_{durable.tag}"))
+
+
+async def test_the_package_client_works_unchanged_against_a_durable_worker(
+    durable: Durable, nats_client: Client
+) -> None:
+    await durable.serve()
+    client = InteractionClient(nats_client, prefix=durable.prefix)
+
+    outcome = await client.call_tool("work", call_id="c-1")
+    receipt = await client.deliver(
+        {"deliveryId": "r-1", "message": {"role": "assistant", "content": "hi"}}
+    )
+    listed = await client.list_tools()
+
+    assert outcome.result.content == "did c-1"
+    assert outcome.observation.call_id == "c-1"
+    assert receipt.status == "accepted"
+    assert [tool.name for tool in listed] == ["work"]
+    await client.close()
+
+
+async def test_a_refused_call_is_dead_lettered_in_the_dead_stream_and_terminated(
+    durable: Durable, nats_client: Client
+) -> None:
+    await durable.serve()
+
+    refused = decode(await ask(nats_client, durable.prefix, call("bad-1", boom=True)))
+    fine = decode(await ask(nats_client, durable.prefix, call("ok-1")))
+
+    assert refused["error"]["code"] == "INTERNAL"
+    assert fine["status"] == "success"
+    await eventually(lambda: has_messages(nats_client, f"DEAD_{durable.tag}"))
+    (letter,) = await stream_messages(nats_client, f"DEAD_{durable.tag}")
+    assert letter.subject == f"{durable.prefix}.dead.tool.bad-1"
+    assert letter.headers is not None
+    assert letter.headers["Nats-Msg-Id"].startswith(f"dead:CALLS_{durable.tag}:")
+    assert decode(letter)["attempts"] == 1
+    assert durable.work.calls == {"bad-1": 1, "ok-1": 1}
+    # Acknowledged or terminated: the work queue lets it go.
+    await eventually(lambda: drained(nats_client, f"CALLS_{durable.tag}"))
+
+
+async def test_a_call_whose_worker_died_mid_call_is_answered_unknown_not_run_twice(
+    durable: Durable, nats_client: Client
+) -> None:
+    first = await durable.serve()
+    inbox = nats_client.new_inbox()
+    replies = await nats_client.subscribe(inbox)
+    await nats_client.request(
+        f"{durable.prefix}.tool.call",
+        call("died-1", seconds=30),
+        headers={"Interaction-Reply-To": inbox},
+        timeout=5,
+    )
+    with anyio.fail_after(10):
+        await durable.work.started.wait()
+    await durable.kill(first)
+
+    await (
+        durable.serve()
+    )  # the ack wait (2 s) and the lease (1 s) run out; then it comes back
+    reply = decode(await replies.next_msg(timeout=15))
+
+    assert reply["status"] == "unknown"
+    assert reply["error"]["code"] == "OUTCOME_UNKNOWN"
+    assert durable.work.calls == {"died-1": 1}
+
+
+async def test_a_call_delivered_past_max_deliver_without_a_record_is_dead_lettered(
+    durable: Durable, nats_client: Client
+) -> None:
+    """Ledger off, one executed attempt: the worker dies during it, the extra delivery gives up."""
+    settings = durable.settings(max_deliver=1)
+    ledger = durable.ledger(enabled=False)
+    first = await durable.serve(settings, ledger)
+    await nats_client.jetstream().publish(
+        f"{durable.prefix}.tool.call", call("gone-1", seconds=30)
+    )
+    with anyio.fail_after(10):
+        await durable.work.started.wait()
+    await durable.kill(first)
+
+    await durable.serve(settings, ledger)
+    dead = f"DEAD_{durable.tag}"
+    await eventually(lambda: has_messages(nats_client, dead), within=15)
+
+    (letter,) = await stream_messages(nats_client, dead)
+    assert decode(letter)["error"] == {
+        "code": "UNAVAILABLE",
+        "message": "Gave up after 1 deliveries",
+    }
+    assert decode(letter)["attempts"] == 1
+    assert durable.work.calls == {"gone-1": 1}
+
+
+async def test_two_workers_on_one_consumer_share_the_calls_each_run_once(
+    durable: Durable, nats_client: Client
+) -> None:
+    await durable.serve()
+    await durable.serve()
+    js = nats_client.jetstream()
+    ids = [f"s-{i}" for i in range(60)]
+
+    for call_id in ids:
+        await js.publish(f"{durable.prefix}.tool.call", call(call_id, seconds=0.05))
+
+    async def all_ran() -> bool:
+        return sum(durable.work.calls.values()) >= len(ids)
+
+    await eventually(all_ran, within=20)
+
+    assert durable.work.calls == dict.fromkeys(ids, 1)
+    consumer = await js.consumer_info(
+        f"CALLS_{durable.tag}", f"{durable.prefix}-workers-tool"
+    )
+    assert consumer.config.max_deliver == 4  # durable.max_deliver + 1
+    assert consumer.config.max_ack_pending == 1000
+
+
+async def test_a_calls_stream_with_another_retention_stops_the_start(
+    durable: Durable, nats_client: Client
+) -> None:
+    await nats_client.jetstream().add_stream(
+        api.StreamConfig(
+            name=f"CALLS_{durable.tag}", subjects=[f"{durable.prefix}.other"]
+        )
+    )
+
+    with pytest.raises(ServeError) as refused:
+        await durable.serve()
+
+    assert str(refused.value) == (
+        f"stream CALLS_{durable.tag} exists with retention limits, durable mode needs workqueue"
+    )
+
+
+async def test_a_stream_missing_subjects_gets_them_and_another_capturing_them_stops_the_start(
+    durable: Durable, nats_client: Client
+) -> None:
+    js = nats_client.jetstream()
+    await js.add_stream(
+        api.StreamConfig(
+            name=f"CALLS_{durable.tag}",
+            subjects=[f"{durable.prefix}.tool.call"],
+            retention=api.RetentionPolicy.WORK_QUEUE,
+        )
+    )
+    await durable.serve()
+    info = await js.stream_info(f"CALLS_{durable.tag}")
+    assert sorted(info.config.subjects or []) == sorted(
+        f"{durable.prefix}.{s}"
+        for s in ("tool.call", "mcp.call", "output.deliver", "command")
+    )
+
+    other = Durable(durable.url, prefix=durable.prefix)
+    with pytest.raises(ServeError) as refused:
+        await other.serve()
+    await other.close()
+
+    assert "overlap another stream's" in str(refused.value)
