@@ -231,3 +231,109 @@ async def test_killed_workers_and_a_restarted_server_lose_nothing_and_run_nothin
         runners.get(call_id, next(iter(workers.killed))) in workers.killed
         for call_id in unknown
     )
+
+
+POISON_APP = '''
+import asyncio
+import os
+
+from interaction_worker import InteractionWorker, Sandbox
+
+
+class Lookup:
+    """Read-only, so the ledger may run it again; `poison` kills the worker's process each time."""
+
+    name = "lookup"
+    input_schema = {"type": "object"}
+    effects = ("read",)
+
+    def validate(self, arguments):
+        return None
+
+    async def execute(self, arguments, context):
+        if arguments.get("poison"):
+            os._exit(3)
+        await asyncio.sleep(0.01)
+        return {"status": "success", "content": "found"}
+
+
+# One call at a time: only the poison is in flight when it kills the process (calls in flight at a
+# crash come back too, and each such return counts as one of their deliveries).
+worker = InteractionWorker(tools=[Lookup()], sandbox=Sandbox(tools=["lookup"]), concurrency=1)
+'''
+
+
+async def test_a_call_that_kills_its_worker_every_time_is_dead_lettered_after_max_deliver(
+    nats_server_factory: NatsServerFactory, tmp_path: Path
+) -> None:
+    """The other calls keep flowing; each crash is followed by a new worker, as a supervisor would."""
+    server: NatsServer = nats_server_factory()
+    (tmp_path / "faultapp.py").write_text(POISON_APP)
+    (tmp_path / "worker.yaml").write_text(
+        config(server.url)
+        .replace("ack_wait: 3s", "ack_wait: 1s")
+        .replace("max_deliver: 5", "max_deliver: 3")
+        .replace("lease: 4s", "lease: 500ms")
+    )
+    workers = Workers(tmp_path)
+    client = await nats.connect(server.url)
+    crashes = 0
+    try:
+        current = await asyncio.to_thread(workers.start)
+        js = client.jetstream()
+        await js.publish(
+            f"{PREFIX}.tool.call",
+            json.dumps(
+                {
+                    "call": {
+                        "id": "poison-1",
+                        "name": "lookup",
+                        "arguments": {"poison": True},
+                    }
+                }
+            ).encode(),
+        )
+        for i in range(30):
+            body = {"call": {"id": f"ok-{i}", "name": "lookup", "arguments": {}}}
+            await js.publish(f"{PREFIX}.tool.call", json.dumps(body).encode())
+        with anyio.fail_after(60):
+            while True:
+                dead = await js.stream_info("INTERACTION_DEAD")
+                if dead.state.messages:
+                    break
+                if current.poll() is not None:
+                    crashes += 1
+                    current = await asyncio.to_thread(workers.start)
+                await asyncio.sleep(0.1)
+            results = f"{PREFIX}.tool.result.>"
+            while True:
+                info = await js.stream_info(
+                    "INTERACTION_EVENTS", subjects_filter=results
+                )
+                if len(info.state.subjects or {}) >= 30:
+                    break
+                await asyncio.sleep(0.1)
+        dead = await js.stream_info("INTERACTION_DEAD")
+        letters = await js.subscribe(
+            f"{PREFIX}.dead.>", stream="INTERACTION_DEAD", ordered_consumer=True
+        )
+        letter = decode(await letters.next_msg(timeout=5))
+        await letters.unsubscribe()
+    finally:
+        workers.close()
+        await client.close()
+
+    print(
+        f"\npoison: {crashes} crashes, then {letter['error']}; 30 other calls answered"
+    )
+    assert crashes == 3  # one per executed attempt (durable.max_deliver)
+    assert letter["callId"] == "poison-1"
+    assert letter["error"] == {
+        "code": "UNAVAILABLE",
+        "message": "Gave up after 3 deliveries",
+    }
+    assert letter["attempts"] == 3
+    assert dead.state.messages == 1
+    assert sorted(info.state.subjects or {}) == sorted(
+        f"{PREFIX}.tool.result.ok-{i}" for i in range(30)
+    )

@@ -120,9 +120,12 @@ class Ledger:
                 continue
             # A stale claim: its worker is gone.
             unknown = record.state == "started" and not rerunnable
+            # Taken over to record `unknown`, the claim stays `started`: were this worker to die
+            # before that record, the next one must not read "never started" and run the call.
+            state = "started" if unknown else "claimed"
             try:
                 revision = await self.store.update(
-                    key, self.claim_record(fingerprint), entry.revision
+                    key, self.claim_record(fingerprint, state), entry.revision
                 )
             except Conflict:
                 continue

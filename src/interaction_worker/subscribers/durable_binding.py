@@ -46,6 +46,8 @@ _LOGGER = logging.getLogger("interaction_worker")
 # Seconds one fetch waits for messages; a free slot held by an idle fetch is lost to the other
 # consumers that long.
 _FETCH_WAIT = 0.5
+# How long a fetch waits while another consumer waits for a slot it holds.
+_FETCH_WAIT_CONTENDED = 0.02
 
 
 class DurableBinding:
@@ -79,10 +81,9 @@ class DurableBinding:
         )
         self.closing = False
         self.running: set[asyncio.Task[None]] = set()
-        self._held = (
-            0  # slots reserved by fetches in flight or taken by running messages
-        )
-        self._freed = asyncio.Event()
+        # One permit per message running, and per message a fetch in flight may bring.
+        self._slots = asyncio.Semaphore(self.limit)
+        self._waiting = 0  # consumers waiting for a slot
         self._fetchers: list[asyncio.Task[None]] = []
         self._subscriptions: list[Any] = []
         self._js: JetStreamContext = client.jetstream()
@@ -119,27 +120,40 @@ class DurableBinding:
         self._subscriptions = [subscription for _, subscription in subscriptions]
 
     async def _consume(self, kind: Kind, subscription: Any) -> None:
-        share = len(DURABLE_KINDS)
+        # Each fetch holds the slots it may fill until it returns; the semaphore is fair, so a
+        # consumer that found nothing queues behind the others for its next turn, and while another
+        # waits for a slot, an idle consumer's fetch returns almost at once.
+        slots = self._slots
+        most = max(1, math.ceil(self.limit / len(DURABLE_KINDS)))
         while not self.closing:
-            free = self.limit - self._held
-            if free <= 0:
-                self._freed.clear()
-                await self._freed.wait()
-                continue
-            wanted = max(1, math.ceil(free / share))
-            self._held += wanted
+            self._waiting += 1
             try:
-                messages = await subscription.fetch(batch=wanted, timeout=_FETCH_WAIT)
+                await slots.acquire()
+            finally:
+                self._waiting -= 1
+            taken = 1
+            while taken < most and not slots.locked():
+                await slots.acquire()
+                taken += 1
+            wait = _FETCH_WAIT if self._waiting == 0 else _FETCH_WAIT_CONTENDED
+            try:
+                messages = await subscription.fetch(batch=taken, timeout=wait)
             except (TimeoutError, nats.errors.TimeoutError):
                 messages = []
             except asyncio.CancelledError:
-                self._held -= wanted
+                for _ in range(taken):
+                    slots.release()
                 raise
             except Exception:
                 messages = []
+                if self.client.is_closed:
+                    for _ in range(taken):
+                        slots.release()
+                    return
                 self.logger.warning("fetching from %s failed", kind, exc_info=True)
                 await asyncio.sleep(_FETCH_WAIT)
-            self._held -= wanted - len(messages)
+            for _ in range(taken - len(messages)):
+                slots.release()
             for msg in messages:
                 task = asyncio.create_task(self._run(kind, msg))
                 self.running.add(task)
@@ -147,8 +161,7 @@ class DurableBinding:
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self.running.discard(task)
-        self._held -= 1
-        self._freed.set()
+        self._slots.release()
 
     async def _run(self, kind: Kind, msg: Msg) -> None:
         settings = self.settings
@@ -222,7 +235,6 @@ class DurableBinding:
         """Stop fetching; let running messages finish within `grace`, then cancel them (their
         outcome is published as `cancelled` / WORKER_SHUTDOWN and acknowledged)."""
         self.closing = True
-        self._freed.set()
         for fetcher in self._fetchers:
             fetcher.cancel()
         await asyncio.gather(*self._fetchers, return_exceptions=True)

@@ -159,13 +159,14 @@ class Ledgered(Generic[Outcome]):
 
     async def resolve(self, body: dict[str, Any], identifier: str) -> Outcome | None:
         """The outcome of a durable message delivered past its last attempt (wire.md 7): the
-        recorded one, or `unknown` for a call left started; None when nothing of it is recorded
-        (it never started, or the ledger cannot say): it is then dead-lettered."""
+        recorded one, or `unknown` for a call of a write tool left started; None otherwise (it never
+        started, it may run again but failed every attempt, or the ledger cannot say): it is then
+        dead-lettered."""
         terms = self.terms
         request = terms.request(body)
         if request is None:
             return None
-        what, _ = request
+        what, rerunnable = request
         key = f"{terms.kind}.{subject_key(identifier)}"
         try:
             found = await self.ledger.lookup(key)
@@ -181,7 +182,7 @@ class Ledgered(Generic[Outcome]):
             if error is not None:
                 raise _recorded_error(error)
             return terms.recorded(record.outcome)
-        if record.state != "started":
+        if record.state != "started" or rerunnable:
             return None
         outcome = terms.unknown(body, identifier)
         await self.ledger.settle(
