@@ -308,8 +308,13 @@ async def test_a_call_delivered_past_max_deliver_without_a_record_is_dead_letter
 async def test_two_workers_on_one_consumer_share_the_calls_each_run_once(
     durable: Durable, nats_client: Client
 ) -> None:
-    await durable.serve()
-    await durable.serve()
+    works = [Work(), Work()]
+    for work in works:
+        await durable.serve(
+            worker=InteractionWorker(
+                tools=[work], sandbox=Sandbox(tools=("work",)), concurrency=4
+            )
+        )
     js = nats_client.jetstream()
     ids = [f"s-{i}" for i in range(60)]
 
@@ -317,16 +322,38 @@ async def test_two_workers_on_one_consumer_share_the_calls_each_run_once(
         await js.publish(f"{durable.prefix}.tool.call", call(call_id, seconds=0.05))
 
     async def all_ran() -> bool:
-        return sum(durable.work.calls.values()) >= len(ids)
+        return sum(sum(work.calls.values()) for work in works) >= len(ids)
 
     await eventually(all_ran, within=20)
 
-    assert durable.work.calls == dict.fromkeys(ids, 1)
+    assert works[0].calls + works[1].calls == dict.fromkeys(ids, 1)
+    # Neither hoards: each fetches at most its 4 free slots, so both take part.
+    assert all(len(work.calls) >= 10 for work in works), [len(w.calls) for w in works]
     consumer = await js.consumer_info(
         f"CALLS_{durable.tag}", f"{durable.prefix}-workers-tool"
     )
     assert consumer.config.max_deliver == 4  # durable.max_deliver + 1
     assert consumer.config.max_ack_pending == 1000
+
+
+async def test_a_consumer_whose_settings_changed_is_updated(
+    durable: Durable, nats_client: Client
+) -> None:
+    first = await durable.serve()
+    await first.stop(1.0)
+
+    await durable.serve(
+        durable.settings(ack_wait=5.0, max_deliver=7, max_ack_pending=50)
+    )
+
+    consumer = await nats_client.jetstream().consumer_info(
+        f"CALLS_{durable.tag}", f"{durable.prefix}-workers-mcp"
+    )
+    assert (
+        consumer.config.ack_wait,
+        consumer.config.max_deliver,
+        consumer.config.max_ack_pending,
+    ) == (5.0, 8, 50)
 
 
 async def test_a_calls_stream_with_another_retention_stops_the_start(
