@@ -397,3 +397,65 @@ async def test_a_stream_missing_subjects_gets_them_and_another_capturing_them_st
     await other.close()
 
     assert "overlap another stream's" in str(refused.value)
+
+
+class Unreachable:
+    """A sink that could not connect (nothing sent) its first `times` deliveries, then accepts."""
+
+    def __init__(self, times: int) -> None:
+        self.times = times
+        self.deliveries: list[str] = []
+
+    async def deliver(self, request: Any, context: Any) -> Any:
+        self.deliveries.append(request.delivery_id)
+        if len(self.deliveries) <= self.times:
+            return {
+                "deliveryId": request.delivery_id,
+                "status": "rejected",
+                "error": {
+                    "code": "SINK_UNAVAILABLE",
+                    "message": "not connected",
+                    "retryable": True,
+                },
+            }
+        return {"deliveryId": request.delivery_id, "status": "accepted"}
+
+
+async def test_a_delivery_no_sink_could_send_is_redelivered_until_it_is_sent(
+    durable: Durable, nats_client: Client
+) -> None:
+    sink = Unreachable(times=2)
+    await durable.serve(worker=InteractionWorker(output=sink, concurrency=2))
+    delivery = {"deliveryId": "u-1", "message": {"role": "assistant", "content": "hi"}}
+
+    receipt = decode(
+        await ask(
+            nats_client, durable.prefix, json.dumps(delivery).encode(), "output.deliver"
+        )
+    )
+
+    assert receipt == {"deliveryId": "u-1", "status": "accepted"}
+    assert (
+        sink.deliveries == ["u-1"] * 3
+    )  # two returns with nothing sent (nak_backoff 0.1 s), then sent
+
+
+async def test_on_its_last_attempt_a_delivery_no_sink_could_send_gets_its_rejected_receipt(
+    durable: Durable, nats_client: Client
+) -> None:
+    sink = Unreachable(times=10)
+    await durable.serve(
+        durable.settings(max_deliver=2),
+        worker=InteractionWorker(output=sink, concurrency=2),
+    )
+    delivery = {"deliveryId": "u-2", "message": {"role": "assistant", "content": "hi"}}
+
+    receipt = decode(
+        await ask(
+            nats_client, durable.prefix, json.dumps(delivery).encode(), "output.deliver"
+        )
+    )
+
+    assert receipt["status"] == "rejected"
+    assert receipt["error"]["code"] == "SINK_UNAVAILABLE"
+    assert sink.deliveries == ["u-2"] * 2

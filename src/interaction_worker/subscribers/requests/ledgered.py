@@ -46,6 +46,8 @@ _CODES = {error.code: error for error in ERROR_CLASSES}
 # Failures that say the side effect certainly did not happen: the claim is released, so a retry
 # runs the call instead of finding this failure recorded.
 _NOT_STARTED = frozenset({"MCP_UNAVAILABLE"})
+# A sink's refusal that says nothing was sent (it could not connect).
+_NOT_SENT = frozenset({"SINK_UNAVAILABLE"})
 
 
 class Terms(Protocol[Outcome]):
@@ -312,8 +314,26 @@ class DeliveryTerms:
         )
 
     def record(self, outcome: OutputReceipt) -> dict[str, Any] | None:
+        if _nothing_sent(outcome):
+            return None
         receipt, _ = self.outgoing.fit_receipt(outcome)
         return {"receipt": receipt.to_wire()}
 
     def recorded(self, outcome: dict[str, Any]) -> OutputReceipt:
         return check.output_receipt(outcome["receipt"])
+
+
+def _nothing_sent(receipt: OutputReceipt) -> bool:
+    """Whether every sink certainly sent nothing (not connected: SINK_UNAVAILABLE), so the delivery
+    may be sent again; a fan-out's receipt says it sink by sink (`metadata.sinks`)."""
+    if receipt.status != "rejected":
+        return False
+    sinks = (receipt.metadata or {}).get("sinks")
+    if isinstance(sinks, dict) and sinks:
+        return all(_sink_sent_nothing(each) for each in sinks.values())
+    return receipt.error is not None and receipt.error.code in _NOT_SENT
+
+
+def _sink_sent_nothing(answer: object) -> bool:
+    error = answer.get("error") if isinstance(answer, dict) else None
+    return isinstance(error, dict) and error.get("code") in _NOT_SENT
