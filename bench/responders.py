@@ -9,10 +9,21 @@ KIND is one of:
   worker-ledger
               `worker` with the idempotency ledger on (wire.md 8), in a JetStream key-value bucket of
               its own (`bench_ledger_<pid>`): three writes per call before its reply and events
+  raw-durable a hand-written nats-py JetStream pull consumer: a work-queue stream of its own
+              (`BENCH_RAW_<pid>`) over `interaction.tool.call` and a durable pull consumer on it;
+              fetch in batches, parse each body as `raw` does, reply as `raw` does (to the
+              `Interaction-Reply-To` header, else `bench.out.<id>`), acknowledge
+  worker-durable
+              `worker` in durable mode (wire.md 7), ledger off, with streams of its own
+              (`BENCH_CALLS_<pid>`, `BENCH_EVENTS_<pid>`, `BENCH_DEAD_<pid>`)
+  worker-durable-ledger
+              `worker-durable` with the ledger on, in a bucket of its own as `worker-ledger`
 
 Each prints `ready` once subscribed and, on SIGTERM, one JSON line of its own counters; the ledger's
 also counts its bucket's keys and writes (one key per call id: a repeated id is answered from its
-record instead of running), then deletes the bucket.
+record instead of running), then deletes the bucket. The durable ones also count what their calls
+stream accepted, what its consumer delivered and redelivered and what is left unacknowledged (and
+the worker's events and dead letters), then delete their streams.
 """
 
 import argparse
@@ -21,12 +32,22 @@ import json
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nats
+import nats.errors
+from nats.js import JetStreamContext, api
 from pydantic import BaseModel
 
+if TYPE_CHECKING:  # the baselines do not import the worker
+    from interaction_worker.config import DurableSettings
+
 CONTENT = "x" * 64  # the no-op tool's output; the raw responders reply with the same
+# The subject both durable responders consume, through a stream of their own.
+CALL_SUBJECT = "interaction.tool.call"
+REPLY_TO = "Interaction-Reply-To"
+# The worker's durable consumer of tool calls (`<queue>-tool`, queue `<prefix>-workers`).
+WORKER_TOOL_CONSUMER = "interaction-workers-tool"
 
 
 class Call(BaseModel):
@@ -108,6 +129,9 @@ async def serve(args: argparse.Namespace) -> dict[str, Any]:
         await nc.drain()
         return stats
 
+    if args.kind == "raw-durable":
+        return await serve_raw_durable(args, stop, stats, error_cb)
+
     if args.kind == "faststream":
         from faststream.nats import NatsBroker
 
@@ -138,6 +162,93 @@ async def serve(args: argparse.Namespace) -> dict[str, Any]:
     return stats
 
 
+async def serve_raw_durable(
+    args: argparse.Namespace,
+    stop: asyncio.Event,
+    stats: dict[str, Any],
+    error_cb: Any,
+) -> dict[str, Any]:
+    """A JetStream work queue consumed the way one writes it by hand with nats-py: one durable pull
+    consumer, `fetch` in batches, each message handled in turn (parse, reply, acknowledge)."""
+    nc = await nats.connect(args.url, error_cb=error_cb, skip_subject_validation=True)
+    js = nc.jetstream()
+    stream, consumer = f"BENCH_RAW_{os.getpid()}", "bench-raw"
+    await js.add_stream(
+        name=stream,
+        subjects=[CALL_SUBJECT],
+        retention=api.RetentionPolicy.WORK_QUEUE,
+        storage=api.StorageType.FILE,
+    )
+    try:
+        await js.add_consumer(
+            stream,
+            api.ConsumerConfig(
+                durable_name=consumer,
+                ack_policy=api.AckPolicy.EXPLICIT,
+                deliver_policy=api.DeliverPolicy.ALL,
+                max_ack_pending=1000,
+            ),
+        )
+        subscription = await js.pull_subscribe_bind(durable=consumer, stream=stream)
+
+        async def consume() -> None:
+            while True:
+                try:
+                    messages = await subscription.fetch(batch=args.batch, timeout=0.5)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    continue
+                for msg in messages:
+                    request = Request.model_validate_json(msg.data)
+                    payload = result_for(request).model_dump_json().encode()
+                    reply = msg.headers.get(REPLY_TO) if msg.headers else None
+                    await nc.publish(reply or f"bench.out.{request.call.id}", payload)
+                    await msg.ack()
+
+        consuming = asyncio.create_task(consume())
+        await nc.flush()
+        print("ready", flush=True)
+        await stop.wait()
+        consuming.cancel()
+        await asyncio.gather(consuming, return_exceptions=True)
+        # Before the drain, which would wait for the pull requests' leftover status messages.
+        await subscription.unsubscribe()
+        await nc.flush()
+        stats["durable"] = await durable_counts(js, stream, consumer)
+    finally:
+        await js.delete_stream(stream)
+        await nc.drain()
+    return stats
+
+
+async def durable_counts(
+    js: JetStreamContext, stream: str, consumer: str, **others: str
+) -> dict[str, int]:
+    """What a calls stream accepted (its last sequence), what is left in it, and what its consumer
+    delivered (every delivery, redeliveries included), redelivered and holds unacknowledged; and
+    the messages of the `others` streams, by name. Acknowledgements are applied asynchronously:
+    the last ones are waited for, a few seconds at most."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5
+    while True:
+        state = (await js.stream_info(stream)).state
+        info = await js.consumer_info(stream, consumer)
+        if (
+            state.messages == 0 and info.num_ack_pending == 0
+        ) or loop.time() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    counts = {
+        "accepted": state.last_seq,
+        "left": state.messages,
+        "delivered": info.delivered.consumer_seq or 0,
+        "redelivered": info.num_redelivered or 0,
+        "unacknowledged": info.num_ack_pending or 0,
+    }
+    for key, name in others.items():
+        counts[key] = (await js.stream_info(name)).state.messages
+    return counts
+
+
 def noop_worker(args: argparse.Namespace) -> Any:
     from interaction_worker import InteractionWorker, Sandbox
 
@@ -151,13 +262,28 @@ def noop_worker(args: argparse.Namespace) -> Any:
 def serve_worker(args: argparse.Namespace) -> dict[str, Any]:
     """The worker as `interaction-worker run` serves it: the same function, so the same event loop,
     connection options and start-up."""
-    from interaction_worker.config import IdempotencySettings
+    from interaction_worker.config import DurableSettings, IdempotencySettings
     from interaction_worker.service import ServeOptions, run
 
-    bucket = f"bench_ledger_{os.getpid()}"
+    pid = os.getpid()
+    bucket = f"bench_ledger_{pid}"
+    ledgered = args.kind in ("worker-ledger", "worker-durable-ledger")
+    durable = (
+        DurableSettings(
+            enabled=True,
+            calls_stream=f"BENCH_CALLS_{pid}",
+            events_stream=f"BENCH_EVENTS_{pid}",
+            dead_stream=f"BENCH_DEAD_{pid}",
+        )
+        if args.kind in ("worker-durable", "worker-durable-ledger")
+        else None
+    )
     idempotency = (
         IdempotencySettings(enabled=True, bucket=bucket, ttl=3600.0)
-        if args.kind == "worker-ledger"
+        if ledgered
+        # The ledger is on by default in durable mode.
+        else IdempotencySettings(enabled=False)
+        if durable is not None
         else None
     )
     options = ServeOptions(
@@ -165,17 +291,50 @@ def serve_worker(args: argparse.Namespace) -> dict[str, Any]:
         max_pending=args.max_pending,
         shutdown_grace=5.0,
         idempotency=idempotency,
+        durable=durable,
     )
-    stats = run(
-        noop_worker(args),
-        options,
-        loop=args.loop or "auto",
-        ready=lambda url: print("ready", flush=True),
-    )
+    try:
+        stats = run(
+            noop_worker(args),
+            options,
+            loop=args.loop or "auto",
+            ready=lambda url: print("ready", flush=True),
+        )
+    finally:
+        counts = (
+            asyncio.run(worker_durable_counts(args.url, durable))
+            if durable is not None
+            else None
+        )
     served: dict[str, Any] = {"slow_consumers": stats.slow_consumers}
-    if idempotency is not None:
+    if counts is not None:
+        served["durable"] = counts
+    if ledgered:
         served["ledger"] = asyncio.run(ledger_counts(args.url, bucket))
     return served
+
+
+async def worker_durable_counts(url: str, durable: "DurableSettings") -> dict[str, int]:
+    """`durable_counts` of the worker's tool consumer, its events and dead letters; then its
+    streams are deleted, so the next responder can capture the same subjects."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    streams = (durable.calls_stream, durable.events_stream, durable.dead_stream)
+    try:
+        return await durable_counts(
+            js,
+            durable.calls_stream,
+            WORKER_TOOL_CONSUMER,
+            events=durable.events_stream,
+            dead=durable.dead_stream,
+        )
+    finally:
+        for stream in streams:
+            try:
+                await js.delete_stream(stream)
+            except nats.errors.Error:
+                pass  # not created: the worker did not start
+        await nc.close()
 
 
 async def ledger_counts(url: str, bucket: str) -> dict[str, int]:
@@ -202,12 +361,28 @@ def serve_baseline(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "kind", choices=["raw", "faststream", "worker", "worker-ledger", "router"]
+        "kind",
+        choices=[
+            "raw",
+            "raw-durable",
+            "faststream",
+            "worker",
+            "worker-ledger",
+            "worker-durable",
+            "worker-durable-ledger",
+            "router",
+        ],
     )
     parser.add_argument("url")
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument("--max-pending", type=int, default=1000)
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=64,
+        help="raw-durable: the messages one fetch asks for",
+    )
     parser.add_argument(
         "--max-workers",
         type=int,
@@ -221,9 +396,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     stats = (
-        serve_worker(args)
-        if args.kind in ("worker", "worker-ledger")
-        else serve_baseline(args)
+        serve_worker(args) if args.kind.startswith("worker") else serve_baseline(args)
     )
     # The FastStream responder logs to stdout by default: the stats line is found by its prefix.
     print("stats " + json.dumps(stats), flush=True)

@@ -51,6 +51,12 @@ RAW_UVLOOP = "raw nats-py + pydantic, on uvloop"
 # handler, and the router without it.
 FASTSTREAM_CONCURRENT = "plain FastStream handler, max_workers=64"
 ROUTER_SEQUENTIAL = "interaction-worker (FastStream router), concurrency 1"
+# Durable mode (wire.md 7): calls published into a JetStream work queue, each answered to its
+# `Interaction-Reply-To` inbox; against a hand-written nats-py pull consumer of the same subject.
+RAW_DURABLE = "raw nats-py JetStream pull consumer + pydantic"
+WORKER_DURABLE = "interaction-worker, durable mode"
+WORKER_DURABLE_LEDGER = "interaction-worker, durable mode, idempotency ledger"
+DURABLE = "durable"  # a cell's mode: JetStream publish, reply to Interaction-Reply-To
 FIRE_AND_FORGET = "fire-and-forget"
 IO_BOUND = "I/O-bound tool (5 ms), 256 in flight"
 BACKLOG = "backlog, default max_pending"
@@ -61,6 +67,8 @@ MEASUREMENT_ORDER = [
     (64, None),
     (256, None),
     (256, IO_BOUND),
+    (1, DURABLE),
+    (64, DURABLE),
     (0, FIRE_AND_FORGET),
 ]
 
@@ -73,7 +81,8 @@ class Cell:
     label: str
     window: int
     extra: tuple[str, ...] = ()
-    mode: str | None = None  # else request/reply with `window` in flight
+    # None: request/reply with `window` in flight; DURABLE: the same through a stream.
+    mode: str | None = None
     name: str | None = None  # the kind's name in `key`, for a variant of a responder
 
     @property
@@ -134,6 +143,12 @@ def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("nats-server did not start")
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's utime + stime, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
 @dataclass
 class Responder:
     proc: subprocess.Popen[str]
@@ -166,10 +181,7 @@ class Responder:
         raise SystemExit(f"responder {kind} did not start")
 
     def cpu_seconds(self) -> float:
-        fields = (
-            Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        )
-        return (int(fields[11]) + int(fields[12])) / TICK
+        return cpu_seconds(self.proc.pid)
 
     def peak_rss_mb(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -252,6 +264,102 @@ async def request_reply(
         percentile(latencies, 0.5) * 1000,
         percentile(latencies, 0.99) * 1000,
         cpu / n * 1e6,
+    )
+
+
+def durable_scenario(window: int) -> str:
+    return f"durable: JetStream publish, reply to inbox, {window} in flight"
+
+
+@dataclass
+class Replies:
+    """What came back to the inbox of a durable phase besides one reply per call."""
+
+    errors: int = 0  # error replies (`Nats-Service-Error-Code`)
+    strays: int = 0  # a second reply to a call, or a reply to no call
+
+
+async def durable_window(
+    nc: Client, subject: str, n: int, window: int, replies: Replies
+) -> tuple[float, list[float]]:
+    """`window` lanes, each publishing a call into the stream (awaiting its PubAck) and then
+    waiting for its reply, sent to an inbox subject of its own (`Interaction-Reply-To`); a call
+    completes when its reply arrives."""
+    js = nc.jetstream()
+    inbox = nc.new_inbox()
+    waiting: dict[str, asyncio.Future[Msg]] = {}
+    loop = asyncio.get_running_loop()
+
+    async def on_reply(msg: Msg) -> None:
+        future = waiting.pop(msg.subject, None)
+        if future is None:
+            replies.strays += 1
+        else:
+            future.set_result(msg)
+
+    subscription = await nc.subscribe(f"{inbox}.*", cb=on_reply)
+    latencies: list[float] = []
+    counter = iter(range(n))
+
+    async def lane() -> None:
+        for index in counter:
+            reply_to = f"{inbox}.{index}"
+            future = waiting[reply_to] = loop.create_future()
+            start = time.perf_counter()
+            async with asyncio.timeout(30):
+                await js.publish(
+                    subject, body(), headers={"Interaction-Reply-To": reply_to}
+                )
+                msg = await future
+            latencies.append(time.perf_counter() - start)
+            if msg.headers and "Nats-Service-Error-Code" in msg.headers:
+                replies.errors += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(lane() for _ in range(window)))
+    rate = n / (time.perf_counter() - start)
+    await asyncio.sleep(0.1)  # a late second reply would come now
+    await subscription.unsubscribe()
+    return rate, latencies
+
+
+async def durable_request_reply(
+    label: str,
+    responder: Responder,
+    url: str,
+    subject: str,
+    n: int,
+    window: int,
+    server_pid: int,
+) -> Figures:
+    """As `request_reply`, through the stream; noted besides: the CPU per call of nats-server
+    (which stores each call, and the worker's events) and of this client (PubAck and reply)."""
+    nc = await nats.connect(url)
+    replies = Replies()
+    await durable_window(nc, subject, min(WARM_UP, n), window, replies)
+    cpu0, server0, client0 = (
+        responder.cpu_seconds(),
+        cpu_seconds(server_pid),
+        time.process_time(),
+    )
+    rate, latencies = await durable_window(nc, subject, n, window, replies)
+    cpu = responder.cpu_seconds() - cpu0
+    server_cpu = cpu_seconds(server_pid) - server0
+    client_cpu = time.process_time() - client0
+    await nc.close()
+    return Figures(
+        label,
+        durable_scenario(window),
+        rate,
+        percentile(latencies, 0.5) * 1000,
+        percentile(latencies, 0.99) * 1000,
+        cpu / n * 1e6,
+        extra={
+            "error replies": replies.errors,
+            "stray replies": replies.strays,
+            "server CPU µs/call": server_cpu / n * 1e6,
+            "client CPU µs/call": client_cpu / n * 1e6,
+        },
     )
 
 
@@ -387,11 +495,23 @@ async def run(
             }
             # Every repetition measures every cell once, in turn, so a slow phase of a shared host
             # weighs on all responders alike instead of on whichever ran its repetitions then.
+            durable_labels = {
+                "raw-durable": RAW_DURABLE,
+                "worker-durable": WORKER_DURABLE,
+                "worker-durable-ledger": WORKER_DURABLE_LEDGER,
+            }
+            for kind in durable_labels:
+                subjects[kind] = "interaction.tool.call"
             cells: list[Cell] = [
                 *(
                     Cell(kind, labels[kind], window)
                     for kind in labels
                     for window in (1, 64, 256)
+                ),
+                *(
+                    Cell(kind, durable_labels[kind], window, mode=DURABLE)
+                    for kind in durable_labels
+                    for window in (1, 64)
                 ),
                 # For reference: the raw responder on uvloop, the loop the worker serves on.
                 *(
@@ -466,6 +586,18 @@ async def run(
                                 events[cell.kind],
                                 n_ff,
                             )
+                        elif cell.mode == DURABLE:
+                            n = n_seq if cell.window == 1 else n_rr
+                            sent = min(WARM_UP, n) + n
+                            figures = await durable_request_reply(
+                                cell.label,
+                                responder,
+                                url,
+                                subjects[cell.kind],
+                                n,
+                                cell.window,
+                                server.pid,
+                            )
                         else:
                             n = n_seq if cell.window == 1 else n_rr
                             sent = min(WARM_UP, n) + n
@@ -479,9 +611,11 @@ async def run(
                             )
                     finally:
                         stats = responder.stop()
+                    if cell.mode == DURABLE:
+                        _check_durable(cell, figures, stats.get("durable"), sent)
                     if "ledger" in stats:
                         figures.extra.update(_ledger_notes(cell, stats["ledger"], sent))
-                    if cell.mode is not None:
+                    if cell.mode is not None and cell.mode != DURABLE:
                         figures.mode = cell.mode
                     runs[cell].append(figures)
             rows += [_median(runs[cell]) for cell in cells]
@@ -527,6 +661,42 @@ def _ledger_notes(cell: Cell, ledger: dict[str, int], sent: int) -> dict[str, An
             "each with an id of its own: the measurement is not of ledgered calls"
         )
     return {"ledger writes/call": f"{ledger['writes'] / sent:.2f}"}
+
+
+def _check_durable(
+    cell: Cell, figures: Figures, counts: dict[str, int] | None, sent: int
+) -> None:
+    """Each call exactly once: the client had one reply per call (the phases wait for it), none an
+    error and no other; the stream accepted each call once and its consumer delivered each once,
+    none again, all acknowledged, nothing left in the work queue; the worker published each call's
+    two events (result, observation) and no dead letter. Else the measurement is refused."""
+    problems = []
+    for key in ("error replies", "stray replies"):
+        count = figures.extra.pop(key, 0)
+        if count:
+            problems.append(f"{key} {count}")
+    if counts is None:
+        problems.append("the responder reported no stream counts")
+    else:
+        expected = {
+            "accepted": sent,
+            "delivered": sent,
+            "redelivered": 0,
+            "unacknowledged": 0,
+            "left": 0,
+        }
+        if "events" in counts:
+            expected.update(events=2 * sent, dead=0)
+        problems += [
+            f"{key} {counts[key]} (expected {value})"
+            for key, value in expected.items()
+            if counts[key] != value
+        ]
+    if problems:
+        raise SystemExit(
+            f"{cell.key}: not each of {sent} calls exactly once: " + ", ".join(problems)
+        )
+    figures.extra["calls answered once"] = sent
 
 
 def _median(runs: list[Figures]) -> Figures:
@@ -708,6 +878,33 @@ def ratios(rows: list[Figures]) -> list[Ratio]:
                     None,
                 ),
             ]
+    # Durable mode against the hand-written JetStream pull consumer of the same work queue.
+    for window in (1, 64):
+        scenario = durable_scenario(window)
+        raw_durable = find(RAW_DURABLE, scenario)
+        for label, name, target in (
+            (WORKER_DURABLE, "durable worker", 0.5),
+            (WORKER_DURABLE_LEDGER, "durable worker with ledger", 0.25),
+        ):
+            durable = find(label, scenario)
+            if not (raw_durable and durable):
+                continue
+            # The targets are set at 64 in flight; one in flight is a latency figure.
+            holds = (lambda v, t=target: v >= t) if window == 64 else None
+            found += [
+                Ratio(
+                    f"{name} / raw JetStream consumer, {window} in flight (req/s)",
+                    durable.rate / raw_durable.rate,
+                    f"≥ {target}" if holds else "(for reference)",
+                    holds,
+                ),
+                Ratio(
+                    f"{name} CPU / raw JetStream consumer CPU per call, {window} in flight",
+                    durable.cpu_us / raw_durable.cpu_us,
+                    "(for reference)",
+                    None,
+                ),
+            ]
     if mem:
         slow = mem.extra.get("slow_consumers") or 0
         found += [
@@ -764,7 +961,12 @@ def render(rows: list[Figures], repetitions: list[list[Figures]], command: str) 
         "out of the garbage collector). The baselines run on asyncio's own loop, as they would be written by "
         "hand; the raw responder on uvloop is measured too, for reference. The worker with its idempotency "
         "ledger on (wire.md 8) writes three times per call to a JetStream key-value bucket on the same "
-        "server before it replies; every call of the run has an id of its own. Each repetition measures every "
+        "server before it replies; every call of the run has an id of its own. In durable mode (wire.md 7) the "
+        "client publishes each call into a JetStream work-queue stream (awaiting the PubAck) with "
+        "`Interaction-Reply-To` set to an inbox of the call's own, and the call completes when its reply "
+        "arrives there; the baseline is a hand-written nats-py pull consumer of a work-queue stream over the "
+        "same subject (fetch 64 at a time, parse with pydantic, reply to that header, acknowledge), and each "
+        "durable row is checked to have handled every call exactly once. Each repetition measures every "
         "responder once, one after another; each figure below is its median over the repetitions, and each "
         "ratio the median of the ratios within each repetition (a shared host's slow phases move whole "
         "repetitions).",
@@ -811,7 +1013,8 @@ def main() -> None:
         help="measure only these cells, e.g. `--only router/256,faststream/256` (KIND/SCENARIO: "
         "kinds raw, raw-uvloop, faststream, worker, worker-ledger, router, and at 256 faststream-mw64, "
         "router-c1; "
-        "scenarios 1, 64, 256 in flight, ff, io; also `floor`, `backlog`; an unknown name lists "
+        "scenarios 1, 64, 256 in flight, ff, io; durable mode, 1 and 64 in flight: raw-durable, "
+        "worker-durable, worker-durable-ledger; also `floor`, `backlog`; an unknown name lists "
         "them all); the table is printed, docs/benchmarks.md is left alone",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")

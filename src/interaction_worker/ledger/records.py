@@ -24,8 +24,20 @@ def fingerprint(value: object) -> str:
 
 def timestamp(seconds: float) -> str:
     """RFC 3339 in UTC, to the millisecond: `2026-12-01T12:00:00.000Z`."""
-    moment = datetime.fromtimestamp(seconds, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    # As datetime does: to the microsecond first (0.123 is 0.12299… as a float), then truncated.
+    micros = round(seconds * 1_000_000)
+    whole, fraction = divmod(micros, 1_000_000)
+    # A call writes several times within one second: the formatted second is kept (strftime costs
+    # more than the rest of a record's encoding).
+    if whole != _last_second[0]:
+        _last_second[0] = whole
+        _last_second[1] = datetime.fromtimestamp(whole, UTC).strftime(
+            "%Y-%m-%dT%H:%M:%S."
+        )
+    return f"{_last_second[1]}{fraction // 1000:03d}Z"
+
+
+_last_second: list[Any] = [None, ""]
 
 
 def seconds_of(text: str) -> float:

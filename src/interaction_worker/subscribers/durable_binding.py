@@ -17,6 +17,7 @@ else `max_pending`), shared by the three consumers, so no worker hoards work ano
 import asyncio
 import logging
 import math
+from collections import deque
 from typing import Any
 
 import nats.errors
@@ -81,9 +82,8 @@ class DurableBinding:
         )
         self.closing = False
         self.running: set[asyncio.Task[None]] = set()
-        # One permit per message running, and per message a fetch in flight may bring.
-        self._slots = asyncio.Semaphore(self.limit)
-        self._waiting = 0  # consumers waiting for a slot
+        # One per message running, and per message a fetch in flight may bring.
+        self._slots = _Slots(self.limit)
         self._fetchers: list[asyncio.Task[None]] = []
         self._subscriptions: list[Any] = []
         self._js: JetStreamContext = client.jetstream()
@@ -120,40 +120,29 @@ class DurableBinding:
         self._subscriptions = [subscription for _, subscription in subscriptions]
 
     async def _consume(self, kind: Kind, subscription: Any) -> None:
-        # Each fetch holds the slots it may fill until it returns; the semaphore is fair, so a
-        # consumer that found nothing queues behind the others for its next turn, and while another
-        # waits for a slot, an idle consumer's fetch returns almost at once.
+        # Each fetch holds the slots it may fill until it returns. The consumers take turns for
+        # slots, so one that found nothing queues behind the others for its next turn; while
+        # another waits, an idle consumer's fetch returns almost at once.
         slots = self._slots
         most = max(1, math.ceil(self.limit / len(DURABLE_KINDS)))
         while not self.closing:
-            self._waiting += 1
-            try:
-                await slots.acquire()
-            finally:
-                self._waiting -= 1
-            taken = 1
-            while taken < most and not slots.locked():
-                await slots.acquire()
-                taken += 1
-            wait = _FETCH_WAIT if self._waiting == 0 else _FETCH_WAIT_CONTENDED
+            taken = await slots.take(most)
+            wait = _FETCH_WAIT if not slots.waiting else _FETCH_WAIT_CONTENDED
             try:
                 messages = await subscription.fetch(batch=taken, timeout=wait)
             except (TimeoutError, nats.errors.TimeoutError):
                 messages = []
             except asyncio.CancelledError:
-                for _ in range(taken):
-                    slots.release()
+                slots.give(taken)
                 raise
             except Exception:
                 messages = []
                 if self.client.is_closed:
-                    for _ in range(taken):
-                        slots.release()
+                    slots.give(taken)
                     return
                 self.logger.warning("fetching from %s failed", kind, exc_info=True)
                 await asyncio.sleep(_FETCH_WAIT)
-            for _ in range(taken - len(messages)):
-                slots.release()
+            slots.give(taken - len(messages))
             for msg in messages:
                 task = asyncio.create_task(self._run(kind, msg))
                 self.running.add(task)
@@ -161,7 +150,7 @@ class DurableBinding:
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self.running.discard(task)
-        self._slots.release()
+        self._slots.give(1)
 
     async def _run(self, kind: Kind, msg: Msg) -> None:
         settings = self.settings
@@ -254,3 +243,41 @@ class DurableBinding:
                 for task in late:
                     task.cancel()
                 await asyncio.wait(late, timeout=max(grace, 5.0))
+
+
+class _Slots:
+    """Free slots, handed to the consumers in the order they asked (a fair semaphore that gives
+    several permits at once)."""
+
+    def __init__(self, total: int) -> None:
+        self.free = total
+        self._turns: deque[tuple[int, asyncio.Future[int]]] = deque()
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self._turns)
+
+    async def take(self, most: int) -> int:
+        """At least one slot and at most `most`, once it is this caller's turn."""
+        if self.free and not self._turns:
+            taken = min(most, self.free)
+            self.free -= taken
+            return taken
+        turn: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._turns.append((most, turn))
+        try:
+            return await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self.give(turn.result())  # handed over, then cancelled: they go back
+            raise
+
+    def give(self, count: int) -> None:
+        self.free += count
+        while self.free and self._turns:
+            most, turn = self._turns.popleft()
+            if turn.done():
+                continue  # its caller was cancelled while waiting
+            taken = min(most, self.free)
+            self.free -= taken
+            turn.set_result(taken)
