@@ -459,3 +459,20 @@ async def test_on_its_last_attempt_a_delivery_no_sink_could_send_gets_its_reject
     assert receipt["status"] == "rejected"
     assert receipt["error"]["code"] == "SINK_UNAVAILABLE"
     assert sink.deliveries == ["u-2"] * 2
+
+
+async def test_a_call_longer_than_ack_wait_is_kept_in_progress_not_redelivered(
+    durable: Durable, nats_client: Client
+) -> None:
+    # The ledger off: a redelivery would run the call again, and the count would show it.
+    settings, ledger = durable.settings(ack_wait=1.0), durable.ledger(enabled=False)
+    await durable.serve(settings, ledger)
+    await durable.serve(
+        settings, ledger
+    )  # a second worker that a redelivery would reach
+
+    reply = decode(await ask(nats_client, durable.prefix, call("long-1", seconds=2.5)))
+
+    assert reply["status"] == "success"
+    await asyncio.sleep(1.5)  # past another ack_wait: nothing comes back
+    assert durable.work.calls == {"long-1": 1}

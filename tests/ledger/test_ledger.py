@@ -361,3 +361,34 @@ async def test_an_outcome_write_that_timed_out_but_landed_is_not_taken_for_a_los
 
     assert document(store)["state"] == "done"
     assert "taken over" not in caplog.text
+
+
+async def test_a_renewal_due_while_the_outcome_is_written_never_overwrites_it() -> None:
+    store = Flaky()
+    claim = await ledger(store, lease=0.15).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    await asyncio.sleep(0.03)
+    store.delay = 0.1  # the outcome's write is slow; the renewal falls due meanwhile
+
+    await claim.done({"result": {"status": "success"}})
+    store.delay = 0.0
+    await asyncio.sleep(0.2)
+
+    assert document(store)["state"] == "done"
+
+
+async def test_a_renewal_due_while_the_start_is_written_keeps_the_claim_started() -> (
+    None
+):
+    store = Flaky()
+    claim = await ledger(store, lease=0.15).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    await asyncio.sleep(0.03)
+    store.delay = 0.05
+
+    await claim.start()
+    await asyncio.sleep(0.1)  # the renewal written after the start
+
+    assert document(store)["state"] == "started"
+    assert store._entries[KEY].revision >= 3
+    claim.abandon()

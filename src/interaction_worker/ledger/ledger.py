@@ -195,10 +195,14 @@ class Claim:
         self.started = False
         self.lost = False
         self._writing = asyncio.Lock()
+        # Renewal: a timer, and a task only while one renewal is written (most calls end before
+        # the first is due, and a timer costs less than a task that sleeps and is cancelled).
+        self._loop = asyncio.get_running_loop()
+        self._renewing = not unknown
+        self._timer: asyncio.TimerHandle | None = None
         self._renewal: asyncio.Task[None] | None = None
-        self._renewal_writing = False
-        if not unknown:
-            self._renewal = asyncio.create_task(self._renew())
+        if self._renewing:
+            self._timer = self._loop.call_later(ledger.lease / 3, self._renew_due)
 
     async def start(self) -> None:
         """Mark the call started, right before its side effect.
@@ -288,30 +292,38 @@ class Claim:
             )
 
     def _stop_renewing(self) -> None:
-        renewal, self._renewal = self._renewal, None
-        # A renewal cut in the middle of its write might have written it unseen, and the next write
-        # at the old revision would then fail: one that is writing finishes and stops by itself.
-        if renewal is not None and not self._renewal_writing:
-            renewal.cancel()
+        self._renewing = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        # A renewal being written finishes (cut short, it might have been written unseen, and the
+        # next write at the old revision would fail); it writes nothing once renewing stopped.
+
+    def _renew_due(self) -> None:
+        self._timer = None
+        if self._renewing:
+            self._renewal = self._loop.create_task(self._renew())
 
     async def _renew(self) -> None:
         ledger = self.ledger
-        task = asyncio.current_task()
-        while True:
-            await asyncio.sleep(ledger.lease / 3)
-            state = "started" if self.started else "claimed"
-            self._renewal_writing = True
-            try:
-                await self._write(ledger.claim_record(self.fingerprint, state))
-            except StoreUnavailable:
-                ledger.logger.info(
-                    "ledger %s: the lease could not be renewed", self.key
+        try:
+            async with self._writing:
+                if not self._renewing:
+                    return  # the outcome or the release came first
+                state = "started" if self.started else "claimed"
+                self.revision = await ledger.store.update(
+                    self.key,
+                    ledger.claim_record(self.fingerprint, state),
+                    self.revision,
                 )
-            except Conflict:
-                self.lost = True
-                ledger.logger.warning("ledger %s: the claim was taken over", self.key)
-                return
-            finally:
-                self._renewal_writing = False
-            if self._renewal is not task:
-                return  # stopped while writing
+        except StoreUnavailable:
+            ledger.logger.info("ledger %s: the lease could not be renewed", self.key)
+        except Conflict:
+            self.lost = True
+            self._renewing = False
+            ledger.logger.warning("ledger %s: the claim was taken over", self.key)
+            return
+        finally:
+            self._renewal = None
+        if self._renewing:
+            self._timer = self._loop.call_later(ledger.lease / 3, self._renew_due)

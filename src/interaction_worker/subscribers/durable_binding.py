@@ -164,7 +164,7 @@ class DurableBinding:
         # The message's own reply subject is JetStream's acknowledgement subject: the reply goes
         # only to Interaction-Reply-To (wire.md 7).
         incoming = Incoming(msg.subject, msg.data, msg.headers, None)
-        alive = asyncio.create_task(self._keep_alive(msg))
+        alive = _InProgress(msg, settings.ack_wait / 3, self.logger)
         token = current_delivery.set(delivery)
         try:
             if number > settings.max_deliver:
@@ -199,21 +199,11 @@ class DurableBinding:
             self.logger.warning("handling %s failed", msg.subject, exc_info=True)
         finally:
             current_delivery.reset(token)
-            alive.cancel()
+            alive.stop()
 
     def _backoff(self, number: int) -> float:
         delays = self.settings.nak_backoff
         return delays[min(number, len(delays)) - 1]
-
-    async def _keep_alive(self, msg: Msg) -> None:
-        while True:
-            await asyncio.sleep(self.settings.ack_wait / 3)
-            try:
-                await msg.in_progress()
-            except Exception:
-                self.logger.info(
-                    "telling the server %s is in progress failed", msg.subject
-                )
 
     async def _publish(self, publishes: list[Publish]) -> None:
         publish = self.client.publish
@@ -281,3 +271,37 @@ class _Slots:
             taken = min(most, self.free)
             self.free -= taken
             turn.set_result(taken)
+
+
+class _InProgress:
+    """Tells the server every `interval` seconds that a message is still being handled: a timer,
+    and a task only for each report (most calls end before the first is due)."""
+
+    def __init__(self, msg: Msg, interval: float, logger: logging.Logger) -> None:
+        self.msg = msg
+        self.interval = interval
+        self.logger = logger
+        self.loop = asyncio.get_running_loop()
+        self.reports: set[asyncio.Task[None]] = set()
+        self.timer: asyncio.TimerHandle | None = self.loop.call_later(
+            interval, self._due
+        )
+
+    def _due(self) -> None:
+        report = self.loop.create_task(self._report())
+        self.reports.add(report)
+        report.add_done_callback(self.reports.discard)
+        self.timer = self.loop.call_later(self.interval, self._due)
+
+    async def _report(self) -> None:
+        try:
+            await self.msg.in_progress()
+        except Exception:
+            self.logger.info(
+                "telling the server %s is in progress failed", self.msg.subject
+            )
+
+    def stop(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
