@@ -476,3 +476,34 @@ async def test_a_call_longer_than_ack_wait_is_kept_in_progress_not_redelivered(
     assert reply["status"] == "success"
     await asyncio.sleep(1.5)  # past another ack_wait: nothing comes back
     assert durable.work.calls == {"long-1": 1}
+
+
+async def test_a_call_delivered_past_max_deliver_left_started_is_answered_unknown(
+    durable: Durable, nats_client: Client
+) -> None:
+    """Ledger on, one executed attempt: the worker dies during it; the extra delivery is never run,
+    it is resolved from the ledger (a write tool left started: unknown, recorded) and terminated."""
+    settings = durable.settings(max_deliver=1)
+    first = await durable.serve(settings)
+    inbox = nats_client.new_inbox()
+    replies = await nats_client.subscribe(inbox)
+    await nats_client.jetstream().publish(
+        f"{durable.prefix}.tool.call",
+        call("left-1", seconds=30),
+        headers={"Interaction-Reply-To": inbox},
+    )
+    with anyio.fail_after(10):
+        await durable.work.started.wait()
+    await durable.kill(first)
+
+    await durable.serve(settings)
+    reply = decode(await replies.next_msg(timeout=15))
+
+    assert reply["status"] == "unknown"
+    assert reply["error"]["code"] == "OUTCOME_UNKNOWN"
+    assert durable.work.calls == {"left-1": 1}
+    await eventually(lambda: drained(nats_client, f"CALLS_{durable.tag}"))
+    kv = await nats_client.jetstream().key_value(f"ledger_{durable.tag}")
+    entry = await kv.get("tool.left-1")
+    assert entry.value is not None
+    assert json.loads(entry.value)["result"] == reply
