@@ -4,6 +4,8 @@ the sinks that publish on it."""
 import re
 from collections.abc import Mapping
 
+from ._text import js_trim
+
 # The key of a message whose id could not be read: `=` alone is never produced by the encoding.
 NO_KEY = "="
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -40,3 +42,32 @@ def is_safe_header_value(value: str) -> bool:
 def headers_size(headers: Mapping[str, str]) -> int:
     """The bytes `headers` take on the wire (NATS/1.0 line, `Name: value` lines, blank line)."""
     return 12 + sum(len(k) + len(v.encode()) + 4 for k, v in headers.items())
+
+
+def valid_id(value: object) -> str | None:
+    """`value` when it can key the message's subjects: 1 to 256 characters, not only blanks.
+
+    Read before the body is validated, so that even a refused message's dead letter is keyed by it."""
+    if isinstance(value, str) and 0 < len(value) <= 256 and js_trim(value):
+        return value
+    return None
+
+
+_REDACTED = "[redacted]"
+_NOT_CREDENTIALS = frozenset(("nats-msg-id", "interaction-key"))
+_CREDENTIAL_WORDS = ("token", "secret", "password", "key")
+
+
+def redact_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """Request headers for a dead letter, with credentials replaced by "[redacted]"."""
+    if not headers:
+        return {}
+    redacted: dict[str, str] = {}
+    for name, value in headers.items():
+        lowered = name.lower()
+        secret = lowered in ("authorization", "cookie") or (
+            lowered not in _NOT_CREDENTIALS
+            and any(w in lowered for w in _CREDENTIAL_WORDS)
+        )
+        redacted[name] = _REDACTED if secret else value
+    return redacted

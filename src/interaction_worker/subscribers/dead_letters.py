@@ -10,12 +10,8 @@ from typing import Any
 
 from pydantic_core import to_json
 
-from ..contracts.keys import is_safe_header_value
+from ..contracts.keys import is_safe_header_value, redact_headers
 from ..errors import InteractionWorkerError
-
-_REDACTED = "[redacted]"
-_NOT_CREDENTIALS = frozenset(("nats-msg-id", "interaction-key"))
-_CREDENTIAL_WORDS = ("token", "secret", "password", "key")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,21 +46,6 @@ class UtcTimestamps:
             )
             self._second = second
         return f"{self._prefix}{micro // 1000:03d}Z"
-
-
-def redact_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
-    """Request headers for a dead letter, with credentials replaced by "[redacted]"."""
-    if not headers:
-        return {}
-    redacted: dict[str, str] = {}
-    for name, value in headers.items():
-        lowered = name.lower()
-        secret = lowered in ("authorization", "cookie") or (
-            lowered not in _NOT_CREDENTIALS
-            and any(w in lowered for w in _CREDENTIAL_WORDS)
-        )
-        redacted[name] = _REDACTED if secret else value
-    return redacted
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,6 @@ its subjects (wire.md 1-2)."""
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..contracts import js_trim
 from ..errors import InteractionWorkerError, InvalidInput
 from .subjects import is_publishable_subject
 
@@ -37,12 +36,3 @@ def reply_target(
     return msg.reply or None, InvalidInput(
         "Interaction-Reply-To must be a subject under an allowed reply prefix"
     )
-
-
-def valid_id(value: object) -> str | None:
-    """`value` when it can key the message's subjects: 1 to 256 characters, not only blanks.
-
-    Read before the body is validated, so that even a refused message's dead letter is keyed by it."""
-    if isinstance(value, str) and 0 < len(value) <= 256 and js_trim(value):
-        return value
-    return None

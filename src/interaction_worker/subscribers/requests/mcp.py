@@ -4,8 +4,9 @@ import asyncio
 from typing import Any
 
 from ...contracts import ExternalResult, McpDiscoverOutput, McpInvokeOutput
+from ...contracts.keys import valid_id
 from ..dead_letters import CALL_ID, IdNames
-from ..incoming import Incoming, valid_id
+from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish, trace_headers
 from .family import Nodes
 from .shutdown import Shutdown

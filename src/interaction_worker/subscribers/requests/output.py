@@ -5,9 +5,10 @@ from typing import Any
 
 from ...contracts import OutputReceipt
 from ...contracts import validation as check
+from ...contracts.keys import valid_id
 from ...nodes import DeliveryContext
 from ..dead_letters import DELIVERY_ID, IdNames
-from ..incoming import Incoming, valid_id
+from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish, trace_headers
 from .family import Nodes
 from .shutdown import Shutdown

@@ -4,9 +4,10 @@ import asyncio
 from typing import Any
 
 from ...contracts import ExternalResult
+from ...contracts.keys import valid_id
 from ...nodes import ToolContext
 from ..dead_letters import CALL_ID, IdNames
-from ..incoming import Incoming, valid_id
+from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish, trace_headers
 from .deadlines import Deadlines
 from .family import Nodes

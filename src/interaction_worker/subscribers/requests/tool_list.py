@@ -3,8 +3,9 @@
 from typing import Any
 
 from ...contracts import ToolList
+from ...contracts.keys import valid_id
 from ..dead_letters import IdNames
-from ..incoming import Incoming, valid_id
+from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish
 from .family import Nodes
 
