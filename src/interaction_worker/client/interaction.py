@@ -252,6 +252,23 @@ class InteractionClient:
             await subscription.unsubscribe()
 
     async def _request(self, subject: str, body: Mapping[str, Any]) -> Msg:
+        reply = await self.send(subject, json.dumps(body, ensure_ascii=False).encode())
+        if "Nats-Service-Error" in (reply.headers or {}):
+            raise _request_error(reply)
+        return reply
+
+    async def send(
+        self, subject: str, data: bytes, headers: Mapping[str, str] | None = None
+    ) -> Msg:
+        """One request as bytes on `P.<subject>`, and its reply as it came, error replies included
+        (their `Nats-Service-Error` header tells them apart): for tools that resend recorded traffic.
+
+        `Interaction-Reply-To` is this client's inbox whatever `headers` say. Not bounded by
+        `timeout`: the caller bounds the wait.
+
+        Raises:
+            NoWorkerError: no worker serves the subject.
+        """
         await self._listen()
         token = str(next(self._tokens))
         inbox = f"{self._inbox}.{token}"
@@ -261,17 +278,15 @@ class InteractionClient:
         try:
             await self.nc.publish(
                 full_subject,
-                json.dumps(body, ensure_ascii=False).encode(),
+                data,
                 reply=f"{inbox}.{_ACK}",
-                headers={"Interaction-Reply-To": inbox},
+                headers={**(headers or {}), "Interaction-Reply-To": inbox},
             )
             reply = await future
         finally:
             self._waiting.pop(token, None)
         if reply.headers is not None and reply.headers.get("Status") == "503":
             raise NoWorkerError(f"no worker is serving {full_subject}")
-        if reply.headers is not None and "Nats-Service-Error" in reply.headers:
-            raise _request_error(reply)
         return reply
 
     async def _listen(self) -> None:

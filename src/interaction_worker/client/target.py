@@ -7,7 +7,7 @@ the nearest `.interaction/` is the embedded server's data directory, the way git
 
 import asyncio
 import errno
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,14 +164,32 @@ def _same_server(url: str, recorded: str) -> bool:
     return ports[0] == ports[1] and {a.hostname, b.hostname} <= _LOOPBACK
 
 
-async def connect(target: Target, *, name: str, wait: float = 5.0) -> Client:
-    """Connect once, without reconnecting; a failure is a `ConnectError` of one line."""
+ErrorCallback = Callable[[Exception], Awaitable[None]]
+Callback = Callable[[], Awaitable[None]]
+
+
+async def connect(
+    target: Target,
+    *,
+    name: str,
+    wait: float = 5.0,
+    error_cb: ErrorCallback | None = None,
+    disconnected_cb: Callback | None = None,
+) -> Client:
+    """Connect once, without reconnecting; a failure is a `ConnectError` of one line.
+
+    `error_cb` also hears the connection's errors once it is up (a slow consumer, for one), and
+    `disconnected_cb` that it is gone: it does not come back."""
     seen: list[Exception] = []
 
     async def remember(error: Exception) -> None:
         # nats-py's default logs every failed attempt with a traceback; the one line below says it
         # all, and the error seen here says why (the exception raised is only "no servers").
-        seen.append(error)
+        seen[:] = [error]
+        if error_cb is not None:
+            await error_cb(error)
+
+    callbacks = {} if disconnected_cb is None else {"disconnected_cb": disconnected_cb}
 
     try:
         async with asyncio.timeout(wait):
@@ -184,6 +202,7 @@ async def connect(target: Target, *, name: str, wait: float = 5.0) -> Client:
                 reconnect_time_wait=0.1,
                 connect_timeout=min(2.0, wait),
                 error_cb=remember,
+                **callbacks,
                 **target.options,
             )
     except Exception as error:
