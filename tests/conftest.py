@@ -1,11 +1,10 @@
-"""Fixtures shared by the whole suite: the anyio backend and real nats-servers."""
-
-from collections.abc import Iterator
-from pathlib import Path
+"""Fixtures shared by the whole suite. The real nats-servers (`nats_server`, `nats_server_factory`)
+come from the package's own pytest plugin (`interaction_worker.testing.plugin`), so the suite runs on
+what users get."""
 
 import pytest
 
-from natsserver import NatsServer, NatsServerFactory, start_nats_server, stop_process
+from interaction_worker.testing import NatsServer
 
 
 @pytest.fixture(scope="session")
@@ -13,26 +12,6 @@ def anyio_backend() -> str:
     return "asyncio"  # nats-py and FastStream are asyncio-only
 
 
-@pytest.fixture(scope="session")
-def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
-    """One server for the session; tests isolate themselves with unique subjects and streams."""
-    server = start_nats_server(tmp_path_factory.mktemp("nats"))
-    try:
-        yield server
-    finally:
-        stop_process(server.process)
-
-
 @pytest.fixture
 def nats_url(nats_server: NatsServer) -> str:
     return nats_server.url
-
-
-@pytest.fixture
-def nats_server_factory(tmp_path: Path) -> Iterator[NatsServerFactory]:
-    """Private servers with extra arguments, all stopped at teardown even if the test fails."""
-    factory = NatsServerFactory(tmp_path)
-    try:
-        yield factory
-    finally:
-        factory.close()

@@ -21,6 +21,8 @@ LAYERS: list[set[str]] = [
     {"service"},
     {"app"},
     {"client"},
+    {"recording"},
+    {"testing"},
     {"cli"},
     {"__init__"},
 ]

@@ -18,7 +18,7 @@ from interaction_worker.embedded import (
     find_nats_server,
     read_embedded_credentials,
 )
-from natsserver import NatsServerFactory
+from interaction_worker.testing import NatsServerFactory
 
 # Starting a process on a loaded 2-core CI machine can take seconds.
 START_BOUND = 30

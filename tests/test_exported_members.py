@@ -15,7 +15,9 @@ import interaction_worker.config
 import interaction_worker.contracts
 import interaction_worker.mcp
 import interaction_worker.nodes
+import interaction_worker.recording
 import interaction_worker.sinks
+import interaction_worker.testing
 import interaction_worker.tools
 
 PACKAGES = [
@@ -25,7 +27,9 @@ PACKAGES = [
     pytest.param(interaction_worker.contracts, id="contracts"),
     pytest.param(interaction_worker.mcp, id="mcp"),
     pytest.param(interaction_worker.nodes, id="nodes"),
+    pytest.param(interaction_worker.recording, id="recording"),
     pytest.param(interaction_worker.sinks, id="sinks"),
+    pytest.param(interaction_worker.testing, id="testing"),
     pytest.param(interaction_worker.tools, id="tools"),
 ]
 

@@ -21,7 +21,7 @@ from nats.aio.msg import Msg
 
 from interaction_worker.config import nats_connect_options
 from interaction_worker.errors import ConfigurationError
-from natsserver import NatsServerFactory
+from interaction_worker.testing import NatsServerFactory
 
 # Bounds that hold on a loaded 2-core CI machine; a refused connect must end well before.
 CONNECT_BOUND = 15

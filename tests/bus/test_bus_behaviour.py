@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 from bus_doubles import Kit
@@ -20,6 +20,7 @@ from interaction_worker.contracts import is_safe_message
 from interaction_worker.contracts import validation as check
 from interaction_worker.nodes import observe_external_result
 from interaction_worker.subscribers import Kind, is_safe_header_value
+from interaction_worker.testing import NatsServerFactory
 
 pytest_plugins = ["bus_fixtures"]
 
@@ -923,18 +924,11 @@ async def test_tool_past_its_timeout_is_cancelled_and_reported_as_timeout(
 SMALL_PAYLOAD = 8192
 
 
-class ServerFactory(Protocol):
-    """`nats_server_factory` (tests/conftest.py): starts a private server with extra arguments."""
-
-    def __call__(self, *extra_args: str) -> Any: ...
-
-
 @pytest.fixture
-def small_server_url(nats_server_factory: ServerFactory, tmp_path: Path) -> str:
+def small_server_url(nats_server_factory: NatsServerFactory, tmp_path: Path) -> str:
     config = tmp_path / "small.conf"
     config.write_text(f"max_payload: {SMALL_PAYLOAD}\n")
-    url: str = nats_server_factory("-c", str(config)).url
-    return url
+    return nats_server_factory("-c", str(config)).url
 
 
 async def test_tool_result_too_large_for_the_server_becomes_a_failed_result(

@@ -20,7 +20,7 @@ import nats.errors
 import pytest
 from bus_harness import decode
 
-from natsserver import NatsServer, NatsServerFactory
+from interaction_worker.testing import NatsServer, NatsServerFactory
 
 pytestmark = pytest.mark.slow
 

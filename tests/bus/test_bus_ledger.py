@@ -32,7 +32,7 @@ from interaction_worker.errors import ServeError
 from interaction_worker.ledger import Record, fingerprint
 from interaction_worker.ledger.records import State
 from interaction_worker.service import serve
-from natsserver import NatsServerFactory
+from interaction_worker.testing import NatsServerFactory
 
 pytest_plugins = ["bus_fixtures"]
 

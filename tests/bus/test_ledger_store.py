@@ -21,7 +21,7 @@ from interaction_worker.ledger.store import (
     StoreUnavailable,
 )
 from interaction_worker.subscribers.ledger_store import JetStreamStore
-from natsserver import NatsServerFactory
+from interaction_worker.testing import NatsServerFactory
 
 # The keys the ledger writes: a kind, then the call id encoded for a subject.
 KEYS = ["tool.call-1", "mcp.a=2Eb", "output.=C3=A9"]

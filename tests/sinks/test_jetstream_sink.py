@@ -19,7 +19,7 @@ from interaction_worker import DeliveryContext, InteractionWorker, OutputRequest
 from interaction_worker.errors import ConfigurationError
 from interaction_worker.nodes import deliver_output
 from interaction_worker.sinks import JetStreamSink
-from natsserver import NatsServerFactory
+from interaction_worker.testing import NatsServerFactory
 
 
 def _request(delivery_id: str = "d-1", content: Any = "hello") -> OutputRequest:

@@ -21,7 +21,7 @@ from interaction_worker import DeliveryContext, InteractionWorker, OutputRequest
 from interaction_worker.errors import ConfigurationError
 from interaction_worker.nodes import deliver_output
 from interaction_worker.sinks import NatsSink
-from natsserver import NatsServer, NatsServerFactory
+from interaction_worker.testing import NatsServer, NatsServerFactory
 
 UNAVAILABLE = {
     "code": "SINK_UNAVAILABLE",

