@@ -366,6 +366,24 @@ def failure_cases(project: Run, scratch: Path) -> dict[str, dict[str, list[str]]
         "path": ["check-config", str(scratch / "missing.yaml")],
         "server": ["check-config", str(project.cwd / "worker.yaml")],
     }
+    # A recorded `pwd` whose recorded result differs from any real one: a difference line on stdout.
+    recording = scratch / "replay.jsonl"
+    recording.write_text(
+        '{"format": "interaction-recording", "version": 1, "prefix": "hour"}\n'
+        '{"seq": 1, "subject": "hour.tool.call", "body": "{\\"call\\": {\\"id\\": \\"r-1\\", \\"name\\": \\"pwd\\", \\"arguments\\": {}}}"}\n'
+        '{"seq": 2, "subject": "hour.tool.result.r-1", "body": "{\\"callId\\": \\"r-1\\", \\"status\\": \\"failed\\"}"}\n',
+        encoding="utf-8",
+    )
+    cases["replay"] = {
+        "pipe": ["replay", str(recording), "--requests", "--compare", *served],
+        "path": ["replay", str(scratch / "missing.jsonl")],
+        "server": ["replay", str(recording), *nowhere],
+    }
+    # record writes nothing on stdout: no broken pipe to end on.
+    cases["record"] = {
+        "path": ["record", "--out", str(scratch / "missing" / "r.jsonl"), *served],
+        "server": ["record", "--out", str(scratch / "unreached.jsonl"), *nowhere],
+    }
     return cases  # fmt: skip
 
 

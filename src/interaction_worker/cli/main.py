@@ -37,6 +37,8 @@ HANDLERS: dict[str, Handler] = {
     "mcp discover": _lazy(".requests", "mcp_discover"),
     "mcp invoke": _lazy(".requests", "mcp_invoke"),
     "deliver": _lazy(".requests", "deliver"),
+    "record": _lazy(".record", "record"),
+    "replay": _lazy(".replay", "replay"),
 }
 
 

@@ -4,6 +4,7 @@ docs/cli.md lists the same commands and options; a test holds the two together.
 """
 
 import argparse
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -36,7 +37,68 @@ def _nats_url(value: str) -> str:
     return value
 
 
-def _common(sub: argparse.ArgumentParser, *, client_side: bool) -> None:
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be a whole number of at least 1")
+    return number
+
+
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not 0 < number < float("inf"):
+        raise argparse.ArgumentTypeError("must be a number above 0")
+    return number
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)?")
+
+
+def parse_duration(value: str) -> float:
+    """`30s`, `15m`, `1h`, `250ms`, or a number of seconds; above 0.
+
+    Raises:
+        ValueError: anything else.
+    """
+    match = _DURATION.fullmatch(value.strip())
+    if match is None or float(match[1]) <= 0:
+        raise ValueError(f"{value!r} is not a duration such as 30s, 15m or 1h")
+    return float(match[1]) * _UNITS[match[2] or "s"]
+
+
+def _duration(value: str) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+FAMILIES = ("tool", "mcp", "output", "command", "dead")
+
+
+def _families(value: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in value.split(","))
+    unknown = [name for name in names if name not in FAMILIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(unknown) or value!r}: the families are {','.join(FAMILIES)}"
+        )
+    return names
+
+
+def _common(
+    sub: argparse.ArgumentParser,
+    *,
+    client_side: bool,
+    prefix_help: str = "the subject prefix (default: the file's)",
+) -> None:
     where = "the nearest worker.yaml" if client_side else "./worker.yaml"
     sub.add_argument(
         "--config",
@@ -59,9 +121,7 @@ def _common(sub: argparse.ArgumentParser, *, client_side: bool) -> None:
     )
     sub.add_argument("--debug", action="store_true", help="tracebacks on errors")
     if client_side:
-        sub.add_argument(
-            "--prefix", metavar="P", help="the subject prefix (default: the file's)"
-        )
+        sub.add_argument("--prefix", metavar="P", help=prefix_help)
         sub.add_argument(
             "--timeout",
             type=float,
@@ -173,6 +233,100 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
         "--artifact", action="append", default=[], metavar="NAME=URI", help="repeatable"
     )
     _common(deliver, client_side=True)
+
+    record = command(
+        "record",
+        "record the bus traffic of a prefix to a file (JSON Lines), for replay in tests",
+    )
+    record.add_argument(
+        "--out", type=Path, required=True, metavar="FILE", help="the recording to write"
+    )
+    record.add_argument(
+        "--subject",
+        action="append",
+        default=[],
+        metavar="SUBJ",
+        help="a subject to record, repeatable (default: P.>)",
+    )
+    record.add_argument(
+        "--count", type=_positive_int, metavar="N", help="stop after N messages"
+    )
+    record.add_argument(
+        "--duration",
+        type=_duration,
+        metavar="D",
+        help="stop after D (30s, 15m, 1h, or seconds)",
+    )
+    record.add_argument(
+        "--stream",
+        metavar="NAME",
+        help="read history from this JetStream stream instead, then stop",
+    )
+    record.add_argument(
+        "--since",
+        metavar="TIME",
+        help="with --stream: from TIME (RFC 3339, or a duration ago such as 15m)",
+    )
+    _common(record, client_side=True)
+
+    replay = command(
+        "replay",
+        "publish a recording's events again, or with --requests send its requests to the "
+        "serving worker and compare the outcomes",
+    )
+    replay.add_argument("file", type=Path, help="a recording made by `record`")
+    replay.add_argument(
+        "--speed",
+        type=_positive_float,
+        metavar="X",
+        help="events: keep the recorded gaps divided by X (default: as fast as possible)",
+    )
+    replay.add_argument(
+        "--only",
+        type=_families,
+        metavar="KINDS",
+        help="events: only these families, comma-separated: tool,mcp,output,command,dead",
+    )
+    replay.add_argument(
+        "--requests",
+        action="store_true",
+        help="send the recorded requests instead of publishing the events",
+    )
+    replay.add_argument(
+        "--compare",
+        action="store_true",
+        help="requests: compare each outcome with the recorded one; differences on stdout",
+    )
+    replay.add_argument(
+        "--id-suffix",
+        metavar="S",
+        help="requests: append S to every call and delivery id (a ledger runs them afresh)",
+    )
+    replay.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=16,
+        metavar="N",
+        help="requests: at most N in flight (16)",
+    )
+    replay.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="requests: a field left out of the comparison, dotted, * for any key "
+        "(metadata.*.at); repeatable",
+    )
+    replay.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="requests: no progress bar, even on a terminal",
+    )
+    _common(
+        replay,
+        client_side=True,
+        prefix_help="publish under this prefix (default: the recording's)",
+    )
 
     schema = command(
         "schema",

@@ -1,0 +1,177 @@
+"""`interaction-worker record`: the bus traffic of a prefix to a recording file (replay.md 2)."""
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from datetime import UTC, datetime, timedelta
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import BinaryIO
+
+from nats.aio.client import Client
+
+from ..client.target import Target, connect, find_project, resolve_target
+from ..recording import RecordingHeader
+from ..recording.recorder import (
+    Ending,
+    LiveRecording,
+    NoSuchStream,
+    RecordingWriter,
+    record_stream,
+    started_at,
+)
+from .output import UsageError
+from .parser import EXIT_FAILED, EXIT_OK, parse_duration
+
+CLIENT_NAME = "interaction-worker-record"
+
+
+def record(args: argparse.Namespace) -> int:
+    since = _since(args)
+    if args.stream is None and args.since is not None:
+        raise UsageError("--since needs --stream (a live recording starts now)")
+    if args.stream is not None and args.duration is not None:
+        raise UsageError("--duration is for live recordings; --stream stops by itself")
+    if args.stream is not None and len(args.subject) > 1:
+        raise UsageError("--stream takes at most one --subject (the consumer's filter)")
+    project = find_project(args.config, env=os.environ, data_dir=args.data_dir)
+    target = resolve_target(
+        project, os.environ, nats_url=args.nats_url, prefix=args.prefix
+    )
+    subjects = args.subject or [f"{target.prefix}.>"]
+    header = RecordingHeader(
+        prefix=target.prefix,
+        started_at=started_at(),
+        subjects=tuple(subjects),
+        recorder=f"interaction-worker {_version()}",
+    )
+    ending, count = asyncio.run(_record(args, target, header, subjects, since))
+    print(f"recorded {count} messages to {args.out}", file=sys.stderr)
+    if ending is Ending.SLOW_CONSUMER:
+        _say(
+            "recording stopped: the recorder could not keep up (slow consumer); the file holds "
+            "every message received before the first one lost"
+        )
+    elif ending is Ending.DISCONNECTED:
+        _say(
+            "recording stopped: the connection to NATS was lost; the file holds every message "
+            "received before"
+        )
+    return EXIT_FAILED if ending.failed else EXIT_OK
+
+
+async def _record(
+    args: argparse.Namespace,
+    target: Target,
+    header: RecordingHeader,
+    subjects: list[str],
+    since: datetime | None,
+) -> tuple[Ending, int]:
+    """Connect, then create the file: a server that cannot be reached leaves no file behind."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    live: LiveRecording | None = None
+
+    async def on_error(error: Exception) -> None:
+        if live is not None:
+            await live.on_error(error)
+
+    async def on_disconnected() -> None:
+        if live is not None:
+            await live.on_disconnected()
+
+    nc = await connect(
+        target, name=CLIENT_NAME, error_cb=on_error, disconnected_cb=on_disconnected
+    )
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        with _open(args.out) as out:
+            writer = RecordingWriter(out, header, limit=args.count)
+            try:
+                if args.stream is not None:
+                    ending = await _from_stream(args, nc, writer, since, stop)
+                else:
+                    live = LiveRecording(writer, subjects)
+                    ending = await live.run(
+                        nc,
+                        duration=args.duration,
+                        stop=stop,
+                        on_ready=lambda: print(
+                            f"recording {' '.join(subjects)} to {args.out} (Ctrl-C stops)",
+                            file=sys.stderr,
+                            flush=True,
+                        ),
+                    )
+            finally:
+                writer.flush()
+        return ending, writer.count
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        await nc.close()
+
+
+async def _from_stream(
+    args: argparse.Namespace,
+    nc: Client,
+    writer: RecordingWriter,
+    since: datetime | None,
+    stop: asyncio.Event,
+) -> Ending:
+    try:
+        return await record_stream(
+            nc,
+            writer,
+            args.stream,
+            since=since,
+            subject=args.subject[0] if args.subject else None,
+            stop=stop,
+        )
+    except NoSuchStream as error:
+        raise UsageError(str(error)) from None
+    except TimeoutError:
+        raise TimeoutError(
+            f"the stream {args.stream} stopped sending with messages still to come"
+        ) from None
+
+
+def _since(args: argparse.Namespace) -> datetime | None:
+    """RFC 3339 (`2026-11-30T12:00:00Z`), or a duration ago (`15m`)."""
+    if args.since is None:
+        return None
+    text = str(args.since).strip()
+    try:
+        return datetime.now(UTC) - timedelta(seconds=parse_duration(text))
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(
+            f"--since {text!r} is neither a time such as 2026-11-30T12:00:00Z nor a "
+            "duration such as 15m"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _open(path: Path) -> BinaryIO:
+    try:
+        return path.open("wb")
+    except OSError as error:
+        raise UsageError(
+            f"cannot write {path}: {error.strerror or 'not writable'}"
+        ) from None
+
+
+def _say(line: str) -> None:
+    print(f"interaction-worker: {line}", file=sys.stderr)
+
+
+def _version() -> str:
+    try:
+        return version("interaction-worker")
+    except PackageNotFoundError:
+        return "unknown"
