@@ -30,6 +30,7 @@ from interaction_worker.recording import (
     RecordingHeader,
     parse_recording,
     read_recording,
+    replay_requests,
 )
 from interaction_worker.recording.recorder import (
     Ending,
@@ -130,8 +131,11 @@ async def test_a_recording_cut_by_sigterm_holds_the_session_exactly_and_is_valid
             seen = list(running.bus.messages)
             await asyncio.sleep(0.3)  # the recorder is another client: let it catch up
             code, err = finish(proc, signal.SIGTERM)
+        # The recording, as made, is the fixture: its requests again, to the same worker.
+        report = await replay_requests(client, read_recording(out))
         await client.close()
 
+    assert (report.identical, report.total) == (6, 6), report.summary()
     assert code == 0, err
     recording = read_recording(out)
     assert err.strip().splitlines()[-1] == (
