@@ -11,9 +11,10 @@ NPM_STAMP := $(NPM_DIR)/node_modules/.installed
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# With the `otel` extra, which the tracing tests need; the package itself runs without it.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,otel]'
 	touch $(STAMP)
 
 install: $(STAMP)

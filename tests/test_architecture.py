@@ -17,7 +17,9 @@ LAYERS: list[set[str]] = [
     {"config", "embedded", "event_loop"},
     {"nodes", "ledger"},
     {"subscribers", "sinks", "tools", "mcp"},
+    {"tracing"},
     {"worker"},
+    {"monitoring"},
     {"service"},
     {"app"},
     {"client"},
@@ -96,3 +98,17 @@ def test_a_module_imports_only_its_own_part_and_lower_layers(path: Path) -> None
                 f"line {line}: {target} (layer {RANK[target]}, this is {RANK[part]})"
             )
     assert wrong == [], f"{path.relative_to(PACKAGE)} imports above or beside itself"
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_tracing_modules_import_opentelemetry(path: Path) -> None:
+    """OpenTelemetry is an optional extra: the package must import without it, so only the modules
+    of `tracing/` that a traced worker loads import it (`tracing/__init__.py` does not)."""
+    relative = path.relative_to(PACKAGE)
+    loaded_when_tracing = relative.parts[0] == "tracing" and path.name != "__init__.py"
+    if loaded_when_tracing:
+        return
+    imports = [
+        line for line, target in imports_of(path) if target == "library:opentelemetry"
+    ]
+    assert imports == [], f"{relative} imports opentelemetry (lines {imports})"

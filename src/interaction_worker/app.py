@@ -261,6 +261,8 @@ def serve_options(
         if settings.idempotency.enabled or settings.durable.enabled
         else None,
         durable=settings.durable if settings.durable.enabled else None,
+        metrics_listen=settings.metrics.listen,
+        tracing=settings.tracing.enabled,
         connect_options=nats_connect_options(env)
         if settings.nats.url is not None
         else {},

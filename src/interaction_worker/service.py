@@ -1,14 +1,16 @@
-"""Serving a worker: the connection (embedded server or URL), the binding, signals and shutdown."""
+"""Serving a worker: the connection (embedded server or URL), the binding, discovery (wire.md 9),
+metrics and health when asked (operate.md 2), signals and shutdown."""
 
 import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import nats
@@ -16,12 +18,22 @@ from nats.aio.client import Client
 from nats.errors import SlowConsumerError
 
 from . import event_loop
-from .config import DurableSettings, IdempotencySettings
+from .config import DurableSettings, IdempotencySettings, listen_address
+from .config.values import Rule
 from .embedded import EmbeddedNatsServer
 from .errors import McpClientError, ServeError
-from .subscribers import DurableBinding, NatsBinding
+from .subscribers import SERVICE_NAME, Discovery, DurableBinding, NatsBinding
 from .tools import check_command_limits
+from .tracing import (
+    TracerProvider,
+    tracer_provider_from_environment,
+)
 from .worker import InteractionWorker
+
+if (
+    TYPE_CHECKING
+):  # imported when metrics are on only (see `_monitor`): for the type checker here
+    from .monitoring import Monitor
 
 _LOGGER = logging.getLogger("interaction_worker")
 # See `run`. Measured in-process, 256 calls of a tool sleeping 5 ms in flight: 105 collections per
@@ -49,6 +61,10 @@ class ServeOptions:
     # The ledger (wire.md 8) and durable mode (wire.md 7), when enabled.
     idempotency: IdempotencySettings | None = None
     durable: DurableSettings | None = None
+    # `metrics.listen`: HOST:PORT for /metrics, /healthz and /readyz; None: not served.
+    metrics_listen: str | None = None
+    # `tracing.enabled` (operate.md 3): spans, exported as the OTEL_* variables say.
+    tracing: bool = False
 
 
 @dataclass
@@ -113,14 +129,34 @@ async def serve(
     ready: Callable[[str], None] = lambda url: None,
     stop: asyncio.Event | None = None,
     install_signal_handlers: bool = True,
+    metrics_listening: Callable[[str], None] = lambda url: None,
+    tracer_provider: TracerProvider | None = None,
 ) -> ConnectionStats:
     """Serve until SIGTERM/SIGINT (or `stop` is set), then shut down gracefully.
 
-    Graceful shutdown: stop taking messages (a message already received is never dropped), let
-    running calls finish within `shutdown_grace`, cancel the rest (WORKER_SHUTDOWN), refuse what
-    had not started (SHUTTING_DOWN), close sinks, drain the connection, then stop the embedded
-    server, which the terminal's Ctrl-C does not reach (`EmbeddedNatsServer`).
+    Once subscribed, the process answers the NATS services protocol (`$SRV.PING|INFO|STATS`) as
+    the service `options.name`. With `options.metrics_listen`, the HTTP side (`/metrics`,
+    `/healthz`, `/readyz`) listens first, before the server is even reached, so that `/readyz`
+    says why the worker is not ready yet; `metrics_listening` gets its URL (`http://HOST:PORT`).
+
+    With `options.tracing`, every request is traced (operate.md 3) with `tracer_provider`, or
+    without one with the SDK's provider that the OTEL_* environment variables describe.
+
+    Graceful shutdown: `/readyz` turns 503 and discovery stops answering, then stop taking
+    messages (a message already received is never dropped), let running calls finish within
+    `shutdown_grace`, cancel the rest (WORKER_SHUTDOWN), refuse what had not started
+    (SHUTTING_DOWN), close sinks, drain the connection, stop the embedded server, which the
+    terminal's Ctrl-C does not reach (`EmbeddedNatsServer`), and last the HTTP side.
+
+    Raises:
+        ServeError: `options.name` is not a service name, `metrics_listen` cannot be listened on,
+            or the worker cannot start (the connection, a required MCP server, the ledger).
+        ConfigurationError: `options.tracing` without the `otel` extra installed.
     """
+    if SERVICE_NAME.fullmatch(options.name) is None:
+        raise ServeError(
+            "nats.name must be letters, digits, - or _ (it is also the NATS service name)"
+        )
     stop = stop or asyncio.Event()
     stats = ConnectionStats()
     loop = asyncio.get_running_loop()
@@ -133,6 +169,15 @@ async def serve(
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, stop.set)
                 stack.callback(loop.remove_signal_handler, signum)
+        monitor = None
+        service_metadata: dict[str, str] = {}
+        if options.metrics_listen is not None:
+            monitor, metrics_url = await _monitor(worker, options.metrics_listen)
+            stack.push_async_callback(monitor.stop)
+            _LOGGER.info("metrics and health on %s", metrics_url)
+            service_metadata["metrics"] = metrics_url
+            metrics_listening(metrics_url)
+        tracer_provider = _tracer_provider(options, tracer_provider, stack)
         url = options.url
         connect_options = dict(options.connect_options)
         if url is None:
@@ -148,6 +193,8 @@ async def serve(
             _LOGGER.info("stopped while connecting")
             return stats
         stack.push_async_callback(_close, client, stats)
+        if monitor is not None:
+            monitor.state.client = client
         # Now that the server's max_payload is known, before anything subscribes (wire.md 1).
         check_command_limits(worker.tools, client.max_payload)
         binding: NatsBinding | DurableBinding
@@ -161,6 +208,7 @@ async def serve(
                 tool_timeout=options.tool_timeout,
                 max_pending=options.max_pending,
                 idempotency=options.idempotency,
+                tracer_provider=tracer_provider,
             )
         else:
             binding = worker.nats_binding(
@@ -171,19 +219,74 @@ async def serve(
                 tool_timeout=options.tool_timeout,
                 max_pending=options.max_pending,
                 idempotency=options.idempotency,
+                tracer_provider=tracer_provider,
             )
+        if monitor is not None:
+            binding.handler.measure()  # before the first message
+            monitor.state.binding = binding
         stack.push_async_callback(worker.aclose)
         try:
             await worker.astart(client)
         except McpClientError as error:  # a required MCP server cannot be reached
             raise ServeError(str(error)) from None
         await binding.start()
+        discovery = Discovery(
+            client,
+            name=options.name,
+            endpoints=binding.served_endpoints(),
+            metadata=service_metadata,
+        )
+        stack.push_async_callback(discovery.stop)
+        await discovery.start()
+        if monitor is not None:
+            monitor.state.subscribed = True
         if not stop.is_set():
             ready(url)
         await stop.wait()
         _LOGGER.info("shutting down")
+        if monitor is not None:
+            monitor.state.draining = True
+        await discovery.stop()
         await binding.stop(options.shutdown_grace)
     return stats
+
+
+async def _monitor(worker: InteractionWorker, listen: str) -> tuple["Monitor", str]:
+    """The HTTP side, listening, and its URL.
+
+    Raises:
+        ServeError: `listen` is not HOST:PORT, or cannot be listened on.
+    """
+    # Imported here, only when metrics are on: Starlette, uvicorn and prometheus_client take
+    # about 0.3 s to import, which every other command of the CLI would pay (monitoring/__init__).
+    from .monitoring import Monitor, ServiceState
+
+    address = listen_address(listen)
+    if isinstance(address, Rule):
+        raise ServeError(f"metrics.listen {address.text}")
+    monitor = Monitor(ServiceState(worker))
+    return monitor, await monitor.start(*address)
+
+
+def _tracer_provider(
+    options: ServeOptions,
+    given: TracerProvider | None,
+    stack: contextlib.AsyncExitStack,
+) -> TracerProvider | None:
+    """With `options.tracing`, the provider given, else the SDK's from the OTEL_* variables, shut
+    down (its last spans exported) on the way out; None with tracing off, whatever was given.
+
+    Raises:
+        ConfigurationError: tracing is on and the `otel` extra is not installed.
+    """
+    if not options.tracing:
+        return None
+    if given is not None:
+        return given
+    built = tracer_provider_from_environment(os.environ, options.name)
+    # In a thread: exporting the last batch blocks for as long as the collector takes.
+    stack.push_async_callback(asyncio.to_thread, built.shutdown)
+    return built
 
 
 def run(

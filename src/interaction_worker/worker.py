@@ -8,7 +8,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -56,6 +56,7 @@ from .subscribers import (
     Subjects,
     build_router,
 )
+from .tracing import RequestTracing, TracerProvider, request_tracing
 
 _LOGGER = logging.getLogger("interaction_worker.mcp")
 
@@ -275,9 +276,14 @@ class InteractionWorker:
         max_payload: int = DEFAULT_MAX_PAYLOAD,
         tool_timeout: float | None = 60.0,
         ledger: Ledger | None = None,
+        tracing: RequestTracing | None = None,
     ) -> MessageHandler:
-        """The transport-neutral handling of this worker's messages (both bindings use it)."""
-        return MessageHandler(
+        """The transport-neutral handling of this worker's messages (both bindings use it); with
+        `tracing`, its traced subclass (operate.md 3)."""
+        handler: Callable[..., MessageHandler] = (
+            MessageHandler if tracing is None else tracing.handler
+        )
+        return handler(
             self,
             subjects=Subjects(prefix),
             reply_prefixes=reply_prefixes,
@@ -296,18 +302,22 @@ class InteractionWorker:
         tool_timeout: float | None = 60.0,
         max_pending: int = 1000,
         idempotency: IdempotencySettings | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> NatsBinding:
         """The standalone serving path on a connected nats-py client; `start()` it to serve.
 
         With `idempotency` enabled, calls and deliveries run under the ledger (wire.md 8), in the
-        JetStream bucket it names, which `start()` creates or binds."""
+        JetStream bucket it names, which `start()` creates or binds. With `tracer_provider` (an
+        OpenTelemetry TracerProvider; the `otel` extra), every request is traced (operate.md 3)."""
         store = _ledger_store(idempotency, client)
+        tracing = _tracing(tracer_provider)
         handler = self.message_handler(
             prefix=prefix,
             reply_prefixes=reply_prefixes,
             max_payload=client.max_payload,
             tool_timeout=tool_timeout,
             ledger=_ledger(idempotency, store),
+            tracing=tracing,
         )
         return NatsBinding(
             client,
@@ -316,6 +326,7 @@ class InteractionWorker:
             concurrency=self.concurrency,
             max_pending=max_pending,
             ledger_store=store,
+            traced=None if tracing is None else tracing.traced,
         )
 
     def durable_binding(
@@ -329,24 +340,28 @@ class InteractionWorker:
         tool_timeout: float | None = 60.0,
         max_pending: int = 1000,
         idempotency: IdempotencySettings | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> DurableBinding:
         """Durable mode (wire.md 7) on a connected nats-py client: calls from JetStream pull
         consumers; `start()` creates or checks the streams and consumers, then serves.
 
         The ledger is on unless `idempotency.enabled` is False; in durable mode a call whose id is
-        claimed by a running attempt comes back later instead of waiting."""
+        claimed by a running attempt comes back later instead of waiting. With `tracer_provider`,
+        every request is traced (operate.md 3)."""
         ledger_settings = replace(
             idempotency or IdempotencySettings(),
             enabled=(idempotency is None or idempotency.enabled is not False),
             wait=0.0,
         )
         store = _ledger_store(ledger_settings, client)
+        tracing = _tracing(tracer_provider)
         handler = self.message_handler(
             prefix=prefix,
             reply_prefixes=reply_prefixes,
             max_payload=client.max_payload,
             tool_timeout=tool_timeout,
             ledger=_ledger(ledger_settings, store),
+            tracing=tracing,
         )
         return DurableBinding(
             client,
@@ -356,6 +371,7 @@ class InteractionWorker:
             concurrency=self.concurrency,
             max_pending=max_pending,
             ledger_store=store,
+            traced=None if tracing is None else tracing.traced,
         )
 
     def router(
@@ -409,3 +425,7 @@ def _ledger(
         lease=settings.lease,
         wait=settings.wait,
     )
+
+
+def _tracing(provider: TracerProvider | None) -> RequestTracing | None:
+    return None if provider is None else request_tracing(provider)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
+from ..config.values import LISTEN_RULE, Rule, listen_address
 from ..event_loop import LOOP_NAMES
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -34,6 +35,12 @@ def _nats_url(value: str) -> str:
         valid = False
     if not valid or any(c.isspace() for c in value):
         raise argparse.ArgumentTypeError("must be a URL such as nats://127.0.0.1:4222")
+    return value
+
+
+def _listen_address(value: str) -> str:
+    if isinstance(listen_address(value), Rule):
+        raise argparse.ArgumentTypeError(LISTEN_RULE.removesuffix(", or null"))
     return value
 
 
@@ -162,6 +169,13 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
         metavar="NAME",
         default="auto",
         help="the event loop: auto (uvloop when installed, else asyncio), asyncio or uvloop",
+    )
+    run.add_argument(
+        "--metrics-listen",
+        type=_listen_address,
+        metavar="ADDR",
+        help="serve /metrics, /healthz and /readyz on HOST:PORT (port 0: any free one; "
+        "default: the file's metrics.listen)",
     )
     _common(run, client_side=False)
 

@@ -35,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
         settings = replace(settings, nats=replace(settings.nats, url=args.nats_url))
     if args.data_dir:
         settings = replace(settings, data_dir=args.data_dir.resolve())
+    if args.metrics_listen:
+        settings = replace(
+            settings, metrics=replace(settings.metrics, listen=args.metrics_listen)
+        )
     code = _import_app(args.app) if args.app else None
     worker = build_worker(settings, code)
     options = serve_options(settings, os.environ, port=args.port)

@@ -26,6 +26,7 @@ from .model import (
     IdempotencySettings,
     McpServerSettings,
     McpSettings,
+    MetricsSettings,
     NatsSettings,
     OutputSettings,
     SandboxSettings,
@@ -33,10 +34,16 @@ from .model import (
     SinkSettings,
     SubjectSettings,
     ToolSettings,
+    TracingSettings,
     WebSearchSettings,
 )
 from .parsing import NATS_URL_EXAMPLE, NATS_URL_SCHEMES, parse_settings
-from .values import format_duration, parse_duration, url_problem
+from .values import (
+    format_duration,
+    listen_address,
+    parse_duration,
+    url_problem,
+)
 
 __all__ = [
     "COMMAND_NAMES",
@@ -53,6 +60,7 @@ __all__ = [
     "IdempotencySettings",
     "McpServerSettings",
     "McpSettings",
+    "MetricsSettings",
     "NatsSettings",
     "OutputSettings",
     "SandboxSettings",
@@ -60,9 +68,11 @@ __all__ = [
     "SinkSettings",
     "SubjectSettings",
     "ToolSettings",
+    "TracingSettings",
     "WebSearchSettings",
     "config_path",
     "format_duration",
+    "listen_address",
     "load_settings",
     "nats_connect_options",
     "parse_duration",

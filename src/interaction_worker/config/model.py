@@ -173,6 +173,21 @@ class IdempotencySettings:
     wait: float = 30.0
 
 
+@dataclass(frozen=True)
+class MetricsSettings:
+    """`metrics:` (operate.md 2): where /metrics, /healthz and /readyz are served; None: not."""
+
+    listen: str | None = None  # HOST:PORT; port 0 takes a free one
+
+
+@dataclass(frozen=True)
+class TracingSettings:
+    """`tracing:` (operate.md 3): OpenTelemetry spans, exported as the standard `OTEL_*` variables
+    say; needs the `otel` extra."""
+
+    enabled: bool = False
+
+
 DEFAULT_SANDBOX = SandboxSettings(
     tools=("read_text", *COMMAND_NAMES), read=True, execute=True
 )
@@ -197,6 +212,8 @@ class Settings:
     shutdown_grace: float = 15.0
     durable: DurableSettings = field(default_factory=DurableSettings)
     idempotency: IdempotencySettings = field(default_factory=IdempotencySettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    tracing: TracingSettings = field(default_factory=TracingSettings)
 
     def effective(self) -> dict[str, Any]:
         """The configuration in effect, as YAML-able data that `parse_settings` reads back.
@@ -265,6 +282,8 @@ class Settings:
                 "lease": d(ledger.lease),
                 "wait": d(ledger.wait),
             },
+            "metrics": {"listen": self.metrics.listen},
+            "tracing": {"enabled": self.tracing.enabled},
         }
 
 

@@ -9,11 +9,13 @@ from .model import (
     CommandSettings,
     DurableSettings,
     IdempotencySettings,
+    MetricsSettings,
     NatsSettings,
     SandboxSettings,
     Settings,
     SubjectSettings,
     ToolSettings,
+    TracingSettings,
     WebSearchSettings,
 )
 from .output import parse_output
@@ -24,6 +26,7 @@ from .values import (
     Section,
     is_stream_name,
     is_subject,
+    listen_address,
     mapping,
     parse_duration,
     url_problem,
@@ -62,6 +65,8 @@ def parse_settings(data: object, *, base_dir: Path) -> Settings:
             shutdown_grace=top.duration("shutdown_grace", 15.0),
             durable=_durable(top),
             idempotency=_idempotency(top),
+            metrics=_metrics(top),
+            tracing=_tracing(top),
         )
     inbox = settings.nats.inbox_prefix + "."
     # A check across two keys: only once each is valid on its own.
@@ -271,3 +276,19 @@ def _idempotency(top: Section) -> IdempotencySettings:
             lease=s.duration("lease", 30.0),
             wait=s.duration("wait", 30.0),
         )
+
+
+def _metrics(top: Section) -> MetricsSettings:
+    def listen(value: object) -> str | None | Rule:
+        if value is None:
+            return None
+        address = listen_address(value)
+        return address if isinstance(address, Rule) else str(value)
+
+    with top.section("metrics") as s:
+        return MetricsSettings(listen=s.get("listen", None, listen))
+
+
+def _tracing(top: Section) -> TracingSettings:
+    with top.section("tracing") as s:
+        return TracingSettings(enabled=s.boolean("enabled", False))

@@ -280,3 +280,18 @@ def resolve_path(value: object, base_dir: Path) -> Path | Rule:
 def is_name(value: str) -> bool:
     """A nonblank string of 1 to 256 characters (sink and MCP server names)."""
     return 0 < len(value) <= 256 and bool(value.strip()) and value == value.strip()
+
+
+LISTEN_RULE = (
+    "must be HOST:PORT such as 127.0.0.1:9464 (port 0: any free port), or null"
+)
+_LISTEN = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})")
+
+
+def listen_address(value: object) -> tuple[str, int] | Rule:
+    """`HOST:PORT` as (host, port): a host name, an IPv4 address or a bracketed IPv6 one (given
+    without its brackets), and a port from 0 (any free one) to 65535."""
+    match = _LISTEN.fullmatch(value) if isinstance(value, str) else None
+    if match is None or int(match[2]) > 65535:
+        return Rule(LISTEN_RULE)
+    return match[1].strip("[]"), int(match[2])

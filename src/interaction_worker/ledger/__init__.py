@@ -2,6 +2,7 @@
 answered `unknown` when that cannot be known. A state machine over an injected key-value store;
 the bus bindings give it a JetStream bucket."""
 
+from .counted import CountedStore
 from .ledger import Claim, FingerprintMismatch, Ledger, Recorded, StillRunning
 from .records import RECORD_ENVELOPE, CorruptRecord, Record, fingerprint
 from .store import Conflict, Entry, KeyValueStore, MemoryStore, StoreUnavailable
@@ -11,6 +12,7 @@ __all__ = [
     "Claim",
     "Conflict",
     "CorruptRecord",
+    "CountedStore",
     "Entry",
     "FingerprintMismatch",
     "KeyValueStore",

@@ -1,5 +1,6 @@
 """Output sinks: where deliveries go."""
 
+from ._lone import delivery_counts
 from .console import ConsoleSink
 from .fanout import FanoutSink
 from .file import FileSink
@@ -14,4 +15,5 @@ __all__ = [
     "HttpSink",
     "JetStreamSink",
     "NatsSink",
+    "delivery_counts",
 ]

@@ -5,9 +5,17 @@ from typing import Any
 from nats.aio.client import Client
 
 from ..contracts import OutputRequest
-from ..nodes import DeliveryContext, OutputSink
+from ..errors import InvalidResult
+from ..nodes import DeliveryContext, OutputSink, output_receipt
 from ._receipts import timed_out
-from ._sinks import close_sink, deliver_within, sink_name, sink_timeout, start_sink
+from ._sinks import (
+    Deliveries,
+    close_sink,
+    deliver_within,
+    sink_name,
+    sink_timeout,
+    start_sink,
+)
 from .fanout import FanoutSink
 
 
@@ -20,10 +28,22 @@ class LoneSink:
         self.sink = sink
         self.name = sink_name(sink, 0)
         self.timeout = sink_timeout(sink)
+        self.deliveries = Deliveries()
 
     async def deliver(self, request: OutputRequest, context: DeliveryContext) -> Any:
-        receipt = await deliver_within(self.sink, self.timeout, request, context)
-        return timed_out(request, self.timeout) if receipt is None else receipt
+        status = "unknown"  # unless the sink answers a valid receipt in time
+        try:
+            receipt = await deliver_within(self.sink, self.timeout, request, context)
+            if receipt is None:
+                return timed_out(request, self.timeout)
+            try:
+                # Checked here only to count it as the node will see it; the node checks it again.
+                status = output_receipt(receipt, request.delivery_id).status
+            except InvalidResult:
+                pass
+            return receipt
+        finally:
+            self.deliveries.count(self.name, status)
 
     async def start(self, client: Client) -> None:
         await start_sink(self.sink, client)
@@ -35,3 +55,11 @@ class LoneSink:
 def bounded(sink: OutputSink) -> OutputSink:
     """`sink` held to its `timeout`; a fan-out already holds each of its sinks to theirs."""
     return sink if isinstance(sink, FanoutSink | LoneSink) else LoneSink(sink)
+
+
+def delivery_counts(sink: object) -> Deliveries | None:
+    """The deliveries counted by the worker's sink: a fan-out's, or a lone sink's held to its
+    timeout (as `app` builds them); None for a sink given in code and served as it is."""
+    if isinstance(sink, FanoutSink | LoneSink):
+        return sink.deliveries
+    return None

@@ -1,4 +1,5 @@
-"""What the package knows of any sink: its name, its timeout, its start and close, one bounded call."""
+"""What the package knows of any sink: its name, its timeout, its start and close, one bounded call,
+and the deliveries counted by sink and status (the metrics' `interaction_sink_deliveries_total`)."""
 
 import asyncio
 import inspect
@@ -9,6 +10,22 @@ from nats.aio.client import Client
 from ..contracts import OutputRequest
 from ..nodes import DeliveryContext, OutputSink
 from ._receipts import DEFAULT_TIMEOUT, check_timeout
+
+
+class Deliveries:
+    """Deliveries by sink name and by the status that sink answered (`accepted`, `rejected`,
+    `unknown`: a timeout, an exception, an invalid receipt, a shutdown), as its receipt would say.
+
+    Counted by the sink that holds the others to their timeouts (a fan-out, or the lone sink's
+    wrapper), once per sink and delivery; read by the metrics at scrape time.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def count(self, sink: str, status: str) -> None:
+        key = (sink, status)
+        self.counts[key] = self.counts.get(key, 0) + 1
 
 
 def sink_name(sink: object, index: int) -> str:

@@ -12,7 +12,14 @@ from ..contracts import OutputRequest, is_safe_message
 from ..errors import ConfigurationError, InvalidResult, RegistrationError
 from ..nodes import DeliveryContext, OutputSink, output_receipt
 from ._receipts import Receipt, check_name, timed_out
-from ._sinks import close_sink, deliver_within, sink_name, sink_timeout, start_sink
+from ._sinks import (
+    Deliveries,
+    close_sink,
+    deliver_within,
+    sink_name,
+    sink_timeout,
+    start_sink,
+)
 
 Policy = Literal["all", "any"]
 POLICIES: tuple[Policy, ...] = ("all", "any")
@@ -83,6 +90,7 @@ class FanoutSink:
         # What a fan-out holding this one waits: a little past its slowest sink, so that sink's
         # own timeout (and this receipt's per-sink metadata) comes first.
         self.timeout = max(self.timeouts) + _MARGIN
+        self.deliveries = Deliveries()
 
     async def deliver(
         self, request: OutputRequest, context: DeliveryContext
@@ -97,11 +105,15 @@ class FanoutSink:
             for task in tasks:
                 task.cancel()
             await asyncio.wait(tasks)
+            for name in self.names:
+                self.deliveries.count(name, "unknown")
             raise
         outcomes = [
             _failed("SINK_FAILED") if task.cancelled() else task.result()
             for task in tasks
         ]
+        for name, outcome in zip(self.names, outcomes, strict=True):
+            self.deliveries.count(name, outcome.status)
         return self._combine(request, outcomes)
 
     async def _one(

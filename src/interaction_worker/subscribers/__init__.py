@@ -1,9 +1,12 @@
 """The bus: the subject table, the handling of one message (`handler` and the modules it calls), the
-dispatcher and the two bindings (nats-py and FastStream)."""
+dispatcher and the two bindings (nats-py and FastStream), the counters of each request subject
+(`endpoints`) and the NATS services discovery that reports them (`discovery`)."""
 
 from ..contracts.keys import NO_KEY, is_safe_header_value, subject_key
+from .discovery import SERVICE_NAME, Discovery, ServedEndpoint, package_version
 from .dispatcher import Dispatcher
 from .durable_binding import DurableBinding
+from .endpoints import DURATION_BUCKETS, Durations, Endpoint, Measures
 from .faststream_router import build_router
 from .handler import MessageHandler
 from .incoming import Incoming
@@ -14,19 +17,27 @@ from .requests import Nodes
 from .subjects import KINDS, Kind, Subjects
 
 __all__ = [
+    "DURATION_BUCKETS",
     "KINDS",
     "NO_KEY",
+    "SERVICE_NAME",
+    "Discovery",
     "Dispatcher",
     "DurableBinding",
+    "Durations",
+    "Endpoint",
     "Incoming",
     "JetStreamStore",
     "Kind",
+    "Measures",
     "MessageHandler",
     "NatsBinding",
     "Nodes",
     "Publish",
+    "ServedEndpoint",
     "Subjects",
     "build_router",
     "is_safe_header_value",
+    "package_version",
     "subject_key",
 ]

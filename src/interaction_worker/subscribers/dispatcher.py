@@ -15,6 +15,11 @@ Waiting to publish is not such a wait. nats-py's `publish` waits only when the c
 buffer is full; other workers would then run more calls only to queue more output behind it (in a
 flood of calls, each blocked worker holding one more outcome). The queue waits for the publishing
 worker instead: backpressure reaches the queue, and past `max_pending`, OVERLOADED.
+
+The discovery counters (`endpoints.Endpoint`) are kept here: a message is counted as it is offered
+(refused ones too), and its processing time is added once it is answered. A worker reads the clock
+once per message, when the message ends; that reading starts the next message it takes at once, so
+only a worker that has just started or woken reads the clock one more time.
 """
 
 import asyncio
@@ -23,6 +28,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from ..errors import InteractionWorkerError, Overloaded, ShuttingDown
+from .endpoints import Endpoint, clock
 from .handler import MessageHandler
 from .incoming import Incoming
 from .outgoing import Publish
@@ -43,15 +49,17 @@ class Dispatcher:
         concurrency: int | None = None,
         max_pending: int = 1000,
         logger: logging.Logger = _LOGGER,
+        clock: Callable[[], int] = clock,
     ) -> None:
         self.handler = handler
+        self.clock = clock  # monotonic nanoseconds, for the endpoints' processing time
         self.publish = publish
         self.concurrency = concurrency
         self.max_pending = max_pending
         self.logger = logger
         self.closing = False
         self.refused = 0
-        self._queue: deque[tuple[Kind, Incoming]] = deque()
+        self._queue: deque[tuple[Endpoint, Incoming]] = deque()
         self._held = 0  # queued or executing
         self._workers: set[asyncio.Task[None]] = set()
         self._busy: set[asyncio.Task[None]] = set()
@@ -78,20 +86,23 @@ class Dispatcher:
 
     async def submit(self, kind: Kind, msg: Incoming) -> None:
         """Take one message: queue it for a worker, or refuse it at once (OVERLOADED, SHUTTING_DOWN)."""
-        refusal = self.offer(kind, msg)
+        refusal = self.offer(self.handler.endpoints[kind], msg)
         if refusal is not None:
             await self.refuse(kind, msg, refusal)
 
-    def offer(self, kind: Kind, msg: Incoming) -> InteractionWorkerError | None:
-        """Queue one message for a worker, or say why it is refused; `refuse` answers it then.
+    def offer(self, endpoint: Endpoint, msg: Incoming) -> InteractionWorkerError | None:
+        """Count one message of `endpoint`'s subject and queue it for a worker, or say why it is
+        refused; `refuse` answers it then.
 
-        Synchronous, so a subscription callback pays no coroutine for the common case."""
+        Synchronous, so a subscription callback pays no coroutine for the common case; it holds its
+        subject's endpoint, so counting costs no lookup."""
+        endpoint.requests += 1
         if self.closing:
             return ShuttingDown()
         if self._held >= self.max_pending:
             return Overloaded()
         self._held += 1
-        self._queue.append((kind, msg))
+        self._queue.append((endpoint, msg))
         if self._ready == 0 and not self._publishing:
             self._summon(1)
         return None
@@ -140,12 +151,13 @@ class Dispatcher:
         assert task is not None
         loop = asyncio.get_running_loop()
         queue, busy = self._queue, self._busy
-        handle, publish = self.handler.handle, self.publish
+        handle, publish, clock = self.handler.handle, self.publish, self.clock
         ready = True
+        started = clock()
         try:
             while True:
                 while queue and not self.closing:
-                    kind, msg = queue.popleft()
+                    endpoint, msg = queue.popleft()
                     self._ready -= 1
                     ready = False
                     if queue and not self._check_scheduled:
@@ -153,7 +165,7 @@ class Dispatcher:
                         loop.call_soon(self._check)
                     busy.add(task)
                     try:
-                        publishes = await handle(kind, msg)
+                        publishes = await handle(endpoint.kind, msg)
                         self._publishing += 1
                         try:
                             await publish(publishes)
@@ -166,6 +178,9 @@ class Dispatcher:
                     finally:
                         busy.discard(task)
                         self._held -= 1
+                        now = clock()
+                        endpoint.processing_ns += now - started
+                        started = now
                     self._ready += 1
                     ready = True
                 if self.closing or len(self._parked) >= _MAX_PARKED:
@@ -176,6 +191,7 @@ class Dispatcher:
                 ready = False
                 await parked  # `_summon` counts this worker ready again
                 ready = True
+                started = clock()
         finally:
             if ready:
                 self._ready -= 1
@@ -190,10 +206,10 @@ class Dispatcher:
         while self._unpark():
             self._ready += 1
         while self._queue:
-            kind, msg = self._queue.popleft()
+            endpoint, msg = self._queue.popleft()
             self._held -= 1
             try:
-                await self.refuse(kind, msg, ShuttingDown())
+                await self.refuse(endpoint.kind, msg, ShuttingDown())
             except Exception:
                 self.logger.exception("refusing %s at shutdown failed", msg.subject)
         running = set(self._busy)

@@ -6,7 +6,9 @@ refusal (`refusals`: the error reply and the dead letter). A message's publishes
 completely before any is sent, so a refusal never follows a half-published success.
 
 The tool call is the hot path, counted in instructions (docs/benchmarks.md): it runs in `handle` and
-one coroutine of its family, beside the tool's own.
+one coroutine of its family, beside the tool's own. Its counters for discovery (`endpoints`) are
+kept by the bindings and the dispatcher around `handle`, its refusals by `refusals`; with metrics
+on, `measure` wraps each family to time it and count its outcomes.
 """
 
 import logging
@@ -15,14 +17,15 @@ from collections.abc import Callable
 from ..contracts import JsonRefused, parse_json_object
 from ..contracts.keys import NO_KEY, subject_key
 from ..errors import InteractionWorkerError, InvalidJson, Unavailable
-from ..ledger import RECORD_ENVELOPE, Ledger
+from ..ledger import RECORD_ENVELOPE, CountedStore, Ledger
 from .dead_letters import UtcTimestamps
 from .delivery import Redeliver
+from .endpoints import Endpoint, Measures
 from .incoming import Incoming, reply_target
 from .outgoing import Outgoing, Publish
 from .refusals import Refusals
-from .requests import Ledgered, Nodes, Shutdown, families
-from .subjects import Kind, Subjects
+from .requests import Ledgered, Measured, Nodes, Shutdown, families, measured
+from .subjects import KINDS, Kind, Subjects
 
 _LOGGER = logging.getLogger("interaction_worker")
 
@@ -56,7 +59,14 @@ class MessageHandler:
         if ledger is not None:
             self.outgoing.record_allowance = RECORD_ENVELOPE
         self.ledger = ledger
-        self.refusals = Refusals(self.outgoing, clock or UtcTimestamps(), logger)
+        self.endpoints = {
+            kind: Endpoint(kind, subjects.request(kind)) for kind in KINDS
+        }
+        self.refusals = Refusals(
+            self.outgoing, clock or UtcTimestamps(), self.endpoints, logger
+        )
+        # Set by `measure`: what the metrics read beyond the endpoints' counters.
+        self.measures: dict[Kind, Measures] | None = None
         self.shutdown = Shutdown()
         self.families = families(
             worker,
@@ -65,6 +75,16 @@ class MessageHandler:
             tool_timeout=tool_timeout,
             ledger=ledger,
         )
+
+    def measure(self) -> None:
+        """Measure for the metrics from now on (operate.md 2): each family's runs timed and counted
+        in flight, its outcomes counted by status, and the ledger's operations counted. Once; a
+        worker without metrics never calls it, and its requests pay none of this."""
+        if self.measures is not None:
+            return
+        self.families, self.measures = measured(self.families)
+        if self.ledger is not None:
+            self.ledger.store = CountedStore(self.ledger.store)
 
     @property
     def max_payload(self) -> int:
@@ -150,8 +170,11 @@ class MessageHandler:
             identifier = family.identify(body)
             if identifier is not None:
                 key = subject_key(identifier)
-            if isinstance(family, Ledgered) and identifier is not None:
-                outcome = await family.resolve(body, identifier)
+            # With metrics on, the ledgered family is inside `Measured`: resolved there, published
+            # (and counted) through the outer one.
+            ledgered = family.family if isinstance(family, Measured) else family
+            if isinstance(ledgered, Ledgered) and identifier is not None:
+                outcome = await ledgered.resolve(body, identifier)
                 if outcome is not None:
                     return family.publishes(outcome, msg, key, target)
             raise Unavailable(f"Gave up after {attempts} deliveries")

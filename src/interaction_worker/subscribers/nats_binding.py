@@ -1,6 +1,7 @@
 """The standalone serving path: nats-py subscriptions feeding our bounded dispatcher."""
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from nats.aio.client import Client
@@ -9,7 +10,8 @@ from nats.aio.subscription import Subscription
 
 from ..errors import ServeError
 from ..ledger import StoreUnavailable
-from .dispatcher import Dispatcher
+from .discovery import ServedEndpoint
+from .dispatcher import Dispatcher, Publisher
 from .handler import MessageHandler
 from .incoming import Incoming
 from .ledger_store import JetStreamStore
@@ -24,6 +26,10 @@ class NatsBinding:
 
     The client's pending limits sit far above `max_pending`, so the dispatcher refuses (OVERLOADED)
     long before the client would drop a message as a slow consumer.
+
+    Args:
+        traced: wraps the publish with tracing's (operate.md 3), when the handler traces; chosen
+            once here, so a binding that does not trace pays nothing per message.
     """
 
     def __init__(
@@ -37,6 +43,7 @@ class NatsBinding:
         logger: logging.Logger = _LOGGER,
         ledger_store: JetStreamStore | None = None,
         kinds: tuple[Kind, ...] = KINDS,
+        traced: Callable[[Publisher], Publisher] | None = None,
     ) -> None:
         self.client = client
         self.kinds = kinds
@@ -46,7 +53,7 @@ class NatsBinding:
         self.logger = logger
         self.dispatcher = Dispatcher(
             handler,
-            self._publish,
+            self._publish if traced is None else traced(self._publish),
             concurrency=concurrency,
             max_pending=max_pending,
             logger=logger,
@@ -85,13 +92,26 @@ class NatsBinding:
         await self.client.flush()
         await self.client.flush()
 
+    @property
+    def pending(self) -> int:
+        """Messages held by the dispatcher: queued or executing."""
+        return self.dispatcher.pending
+
+    def served_endpoints(self) -> list[ServedEndpoint]:
+        """The subjects this binding subscribes, as discovery lists them."""
+        return [
+            ServedEndpoint(self.handler.endpoints[kind], self.queue)
+            for kind in self.kinds
+        ]
+
     def _callback(self, kind: Kind) -> Any:
         dispatcher = self.dispatcher
         offer = dispatcher.offer
+        endpoint = self.handler.endpoints[kind]
 
         async def on_message(msg: Msg) -> None:
             incoming = Incoming(msg.subject, msg.data, msg.headers, msg.reply)
-            refusal = offer(kind, incoming)
+            refusal = offer(endpoint, incoming)
             if refusal is not None:
                 await dispatcher.refuse(kind, incoming, refusal)
 

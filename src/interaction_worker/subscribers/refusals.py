@@ -19,6 +19,7 @@ from .dead_letters import (
     dead_letter_headers,
 )
 from .delivery import current as current_delivery
+from .endpoints import Endpoint
 from .incoming import Incoming
 from .outgoing import Outgoing, Publish, trace_headers
 from .subjects import Kind
@@ -44,17 +45,20 @@ class Refusals:
 
     Args:
         clock: the `receivedAt` of dead letters.
+        endpoints: the counters each refusal is counted in, by kind (discovery's `num_errors`).
     """
 
     def __init__(
         self,
         outgoing: Outgoing,
         clock: Callable[[], str],
+        endpoints: dict[Kind, Endpoint],
         logger: logging.Logger = _LOGGER,
     ) -> None:
         self.outgoing = outgoing
         self.clock = clock
         self.logger = logger
+        self.endpoints = endpoints
         # Dead letters' Nats-Msg-Id in core mode: unique without a system call per refusal.
         self._letter_prefix = uuid.uuid4().hex
         self._letter_ids = itertools.count(1)
@@ -82,6 +86,7 @@ class Refusals:
         if not isinstance(error, InteractionWorkerError):
             self.logger.error("unexpected error on %s", msg.subject, exc_info=error)
             error = Internal()
+        self.endpoints[kind].refused(error)
         delivery = current_delivery.get()
         publishes: list[Publish] = []
         if target:

@@ -40,6 +40,8 @@ class ServedWorker:
         client: an `InteractionClient` on its own connection, bound to `prefix`.
         worker: the worker being served (built from the code's worker and the configuration).
         settings: the configuration it was built and served with.
+        metrics_url: `http://HOST:PORT` of its metrics and health endpoints, when the
+            configuration serves them (`metrics={"listen": "127.0.0.1:0"}`: a free port).
     """
 
     prefix: str
@@ -50,6 +52,7 @@ class ServedWorker:
     _stop: asyncio.Event = field(repr=False)
     _task: asyncio.Task[ConnectionStats] = field(repr=False)
     _stopped: bool = field(default=False, repr=False)
+    metrics_url: str | None = None
 
     async def stop(self) -> None:
         """Stop serving (the graceful shutdown of `run`), then close the client.
@@ -121,6 +124,7 @@ class ServeWorker:
         )
         worker = build_worker(parsed, code)
         ready, stop = asyncio.Event(), asyncio.Event()
+        metrics_urls: list[str] = []
         task = asyncio.create_task(
             serve(
                 worker,
@@ -128,6 +132,7 @@ class ServeWorker:
                 ready=lambda url: ready.set(),
                 stop=stop,
                 install_signal_handlers=False,
+                metrics_listening=metrics_urls.append,
             )
         )
         await _started(task, ready, stop)
@@ -142,7 +147,16 @@ class ServeWorker:
         client = InteractionClient(
             nc, prefix=prefix, inbox_prefix=parsed.nats.inbox_prefix
         )
-        served = ServedWorker(prefix, self.nats_url, client, worker, parsed, stop, task)
+        served = ServedWorker(
+            prefix,
+            self.nats_url,
+            client,
+            worker,
+            parsed,
+            stop,
+            task,
+            metrics_url=metrics_urls[0] if metrics_urls else None,
+        )
         self.served.append(served)
         return served
 

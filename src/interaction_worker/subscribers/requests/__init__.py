@@ -7,11 +7,20 @@ and a row in the subject table (`subjects.py`).
 from typing import Any
 
 from ...ledger import Ledger
+from ..endpoints import Measures
 from ..outgoing import Outgoing
 from ..subjects import Kind
 from .family import Family, Nodes
 from .ledgered import DeliveryTerms, Ledgered, McpTerms, ToolTerms
 from .mcp import McpCalls
+from .measured import (
+    Measured,
+    StatusOf,
+    answered,
+    mcp_status,
+    receipt_status,
+    tool_status,
+)
 from .observe import Observations
 from .output import Deliveries
 from .shutdown import Shutdown
@@ -23,12 +32,14 @@ __all__ = [
     "Family",
     "Ledgered",
     "McpCalls",
+    "Measured",
     "Nodes",
     "Observations",
     "Shutdown",
     "ToolCalls",
     "ToolLists",
     "families",
+    "measured",
 ]
 
 
@@ -56,3 +67,24 @@ def families(
         "output": output,
         "list": ToolLists(worker, outgoing),
     }
+
+
+_STATUS_OF: dict[Kind, StatusOf] = {
+    "tool": tool_status,
+    "mcp": mcp_status,
+    "observe": answered,
+    "output": receipt_status,
+    "list": answered,
+}
+
+
+def measured(
+    table: dict[Kind, Family[Any]],
+) -> tuple[dict[Kind, Family[Any]], dict[Kind, Measures]]:
+    """The families of `table`, each wrapped by `Measured`, and what each one measures."""
+    measures = {kind: Measures() for kind in table}
+    wrapped: dict[Kind, Family[Any]] = {
+        kind: Measured(family, measures[kind], _STATUS_OF[kind])
+        for kind, family in table.items()
+    }
+    return wrapped, measures

@@ -1,0 +1,67 @@
+"""What the HTTP side knows of a served worker, filled in by `service.serve` as it goes: the worker,
+its connection once made, its binding once built, and whether it has subscribed or is draining.
+
+Readiness is decided here from that state each time it is asked, never cached: the connection's
+own status says whether it is connected at this moment, and each MCP connection whether its session
+is up.
+"""
+
+from dataclasses import dataclass
+
+from nats.aio.client import Client
+
+from ..mcp import McpServerConnection
+from ..subscribers import DurableBinding, NatsBinding
+from ..worker import InteractionWorker
+
+
+@dataclass(frozen=True)
+class McpServerState:
+    """One MCP server: whether its session is up, and whether the worker needs it (`required`).
+
+    A client given in code that is not an `McpServerConnection` (an in-process one) has no session
+    to lose: it counts as up, and as not required."""
+
+    name: str
+    up: bool
+    required: bool
+
+
+@dataclass
+class ServiceState:
+    worker: InteractionWorker
+    client: Client | None = None
+    binding: NatsBinding | DurableBinding | None = None
+    subscribed: bool = False
+    draining: bool = False
+
+    def mcp_servers(self) -> list[McpServerState]:
+        registry = self.worker.mcp
+        if registry is None:
+            return []
+        servers = []
+        for name in registry.servers():
+            client = registry.get(name)
+            if isinstance(client, McpServerConnection):
+                servers.append(McpServerState(name, client.connected, client.required))
+            else:
+                servers.append(McpServerState(name, True, False))
+        return servers
+
+    def not_ready(self) -> list[str]:
+        """Why the worker should not be sent requests now; empty when it is ready."""
+        if self.draining:
+            return ["draining: the worker is shutting down"]
+        reasons = []
+        if self.client is None:
+            reasons.append("not connected to NATS yet")
+        elif not self.client.is_connected:
+            reasons.append("disconnected from NATS")
+        if not self.subscribed:
+            reasons.append("not subscribed yet")
+        reasons += [
+            f"the required MCP server {server.name} is down"
+            for server in self.mcp_servers()
+            if server.required and not server.up
+        ]
+        return reasons
