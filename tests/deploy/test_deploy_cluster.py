@@ -705,11 +705,10 @@ async def victim(cluster: Cluster) -> tuple[str, dict[str, str]]:
     published while it elects a new one (the worker must wait for their acknowledgement), else the
     calls stream's, else another; never the leader of the ledger's bucket.
 
-    Not that one, because of a gap of the worker itself, reported and not for this file to work
-    around: a `started` mark whose write timed out while the bucket elected a leader, but landed,
-    leaves a call that never ran to be answered `unknown` once its lease has run out. (The same gap
-    can show when the node killed is the one a worker is connected to, its `started` mark in flight
-    as the connection drops: seen once in six runs, two calls answered `unknown`.)
+    Not that one yet: a `started` mark whose write timed out while the bucket elected a leader, but
+    landed, used to leave a call that never ran to be answered `unknown` (seen once in six runs, two
+    calls, when the node killed was a worker's). The worker now releases such a claim at the
+    revision the key holds (`ledger.Claim.release`); killing the bucket's leader is still to measure.
     """
     leaders = {
         name: detail["cluster"]["leader"]

@@ -392,3 +392,53 @@ async def test_a_renewal_due_while_the_start_is_written_keeps_the_claim_started(
     assert document(store)["state"] == "started"
     assert store._entries[KEY].revision >= 3
     claim.abandon()
+
+
+async def test_a_start_mark_that_timed_out_but_landed_is_released_so_the_retry_runs_the_call() -> (
+    None
+):
+    class Late(MemoryStore):
+        """Applies the next update, then reports it timed out (a write buffered while the
+        client reconnected)."""
+
+        late = False
+
+        async def update(self, key: str, value: bytes, revision: int) -> int:
+            written = await super().update(key, value, revision)
+            if self.late:
+                self.late = False
+                raise StoreUnavailable("no answer in time")
+            return written
+
+    store = Late()
+    claim = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    store.late = True
+    with pytest.raises(StoreUnavailable):
+        await claim.start()  # the side effect must not start: it never ran
+    assert document(store)["state"] == "started"  # yet the mark is there
+
+    await claim.release()
+
+    assert await store.get(KEY) is None
+    retry = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(retry, Claim) and not retry.unknown
+
+
+async def test_a_claim_taken_over_by_another_worker_is_never_released_by_the_first() -> (
+    None
+):
+    store = MemoryStore()
+    claim = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    entry = await store.get(KEY)
+    assert entry is not None
+    other = Ledger(store, worker="w-2", clock=Clock())
+    taken = other.claim_record(PRINT, "started")
+    await store.update(
+        KEY, taken, entry.revision
+    )  # its lease ran out; w-2 took the key
+
+    await claim.release()
+
+    assert document(store)["worker"] == "w-2"

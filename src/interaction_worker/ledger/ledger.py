@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .records import Record
+from .records import CorruptRecord, Record
 from .store import Conflict, KeyValueStore, StoreUnavailable
 
 _LOGGER = logging.getLogger("interaction_worker")
@@ -270,16 +270,54 @@ class Claim:
         return record.state == "done" and record.fingerprint == self.fingerprint
 
     async def release(self) -> None:
-        """Give the key up (the call did not start), so a retry runs it. Never raises."""
+        """Give the key up (the call did not start), so a retry runs it. Never raises.
+
+        A `started` mark whose write timed out may still have landed (a client buffers writes while
+        it reconnects), leaving the key at a revision this claim never saw: left there, it would
+        answer the retry `unknown` for a call that never ran. So a delete that fails is retried, for
+        up to one lease, at the revision the key holds while the record there is still this
+        claim's."""
         self._stop_renewing()
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.ledger.lease
+        delay = 0.05
+        while True:
+            try:
+                async with self._writing:
+                    await self.ledger.store.delete(self.key, self.revision)
+                return
+            except (Conflict, StoreUnavailable):
+                pass
+            if not await self._still_mine() or loop.time() + delay > give_up:
+                # Another worker's claim now, or the store stayed away: the lease decides.
+                self.ledger.logger.info(
+                    "ledger %s: the claim could not be released", self.key
+                )
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def _still_mine(self) -> bool:
+        """Whether the key still holds this claim (as written, or with a `started` mark that landed
+        unseen); `revision` follows the key's, so the next delete can succeed."""
         try:
-            async with self._writing:
-                await self.ledger.store.delete(self.key, self.revision)
-        except (Conflict, StoreUnavailable):
-            # The claim then expires with its lease, and a retry runs the call (it never started).
-            self.ledger.logger.info(
-                "ledger %s: the claim could not be released", self.key
-            )
+            entry = await self.ledger.store.get(self.key)
+        except StoreUnavailable:
+            return True  # unknown yet: try again while the lease lasts
+        if entry is None:
+            return False  # gone already: nothing to release
+        try:
+            record = Record.decode(entry.value)
+        except CorruptRecord:
+            return False
+        mine = (
+            record.state in ("claimed", "started")
+            and record.worker == self.ledger.worker
+            and record.fingerprint == self.fingerprint
+        )
+        if mine:
+            self.revision = entry.revision
+        return mine
 
     def abandon(self) -> None:
         """Stop renewing without writing (the task is being cancelled): the lease runs out."""
