@@ -24,7 +24,6 @@ from interaction_worker.client import InteractionClient
 from interaction_worker.config import DurableSettings, IdempotencySettings
 from interaction_worker.errors import ServeError
 from interaction_worker.subscribers import DurableBinding
-from interaction_worker.subscribers.durable_streams import consumer_name, stream_configs
 
 pytest_plugins = ["bus_fixtures"]
 
@@ -508,56 +507,3 @@ async def test_a_call_delivered_past_max_deliver_left_started_is_answered_unknow
     entry = await kv.get("tool.left-1")
     assert entry.value is not None
     assert json.loads(entry.value)["result"] == reply
-
-
-async def redelivered(client: Client, stream: str, consumer: str) -> bool:
-    info = await client.jetstream().consumer_info(stream, consumer)
-    return (info.num_redelivered or 0) >= 1
-
-
-async def test_a_call_whose_events_the_stream_could_not_store_is_redelivered_and_stored_once(
-    durable: Durable, nats_client: Client
-) -> None:
-    """The events stream gone (as while a cluster elects its leader): the reply still goes out, but
-    the call is not acknowledged; its redelivery, once the stream is back, stores each event once
-    from the ledger's record, without running the call again."""
-    settings = durable.settings(ack_wait=1.0)
-    binding = await durable.serve(settings)
-    js = nats_client.jetstream()
-    events = stream_configs(durable.prefix, settings).events
-    await js.delete_stream(f"EVENTS_{durable.tag}")
-
-    reply = decode(await ask(nats_client, durable.prefix, call("lost-1")))
-
-    assert reply["status"] == "success"
-    # Not acknowledged: after one ack_wait of attempts, negatively acknowledged and delivered again.
-    consumer = consumer_name(binding.queue, "tool")
-    await eventually(lambda: redelivered(nats_client, f"CALLS_{durable.tag}", consumer))
-    assert await has_messages(nats_client, f"CALLS_{durable.tag}")
-    await js.add_stream(events)
-    await eventually(lambda: drained(nats_client, f"CALLS_{durable.tag}"))
-    stored = await stream_messages(nats_client, f"EVENTS_{durable.tag}")
-    assert sorted(m.subject for m in stored) == [
-        f"{durable.prefix}.tool.observation.lost-1",
-        f"{durable.prefix}.tool.result.lost-1",
-    ]
-    assert durable.work.calls == {"lost-1": 1}
-
-
-async def test_a_dead_letter_the_stream_could_not_store_is_redelivered_not_terminated(
-    durable: Durable, nats_client: Client
-) -> None:
-    settings = durable.settings(ack_wait=1.0)
-    binding = await durable.serve(settings)
-    js = nats_client.jetstream()
-    dead = stream_configs(durable.prefix, settings).dead
-    await js.delete_stream(f"DEAD_{durable.tag}")
-
-    await js.publish(f"{durable.prefix}.tool.call", b"not json")
-
-    consumer = consumer_name(binding.queue, "tool")
-    await eventually(lambda: redelivered(nats_client, f"CALLS_{durable.tag}", consumer))
-    await js.add_stream(dead)
-    await eventually(lambda: drained(nats_client, f"CALLS_{durable.tag}"))
-    (letter,) = await stream_messages(nats_client, f"DEAD_{durable.tag}")
-    assert decode(letter)["error"]["code"] == "INVALID_JSON"

@@ -10,35 +10,21 @@ outcome could not be recorded is published but not acknowledged, so its redelive
 ledger. A delivery past `max_deliver` is never executed: it is resolved from the ledger or
 dead-lettered, then terminated.
 
-Publishing: the reply to `Interaction-Reply-To` is a core publish, but the events and the dead letter
-are JetStream publishes whose PubAck is awaited before the message is acknowledged, since the streams
-are what durable mode promises: a core publish the events stream did not store (its leader being
-elected on a cluster) would be delivered to live subscribers, then lost for good once the call is
-acknowledged. A message's stream publishes go out together and each is retried, with a short
-backoff, for up to one `ack_wait` (the in-progress reports hold the message meanwhile); one still
-not stored leaves the message negatively acknowledged with the next `nak_backoff` delay, so its
-redelivery publishes again: from the ledger's `done` record without running anything, or, with the
-ledger off, by running the call again (at least once). The events' stable `Nats-Msg-Id` lets the
-stream drop what an earlier attempt had stored.
-
 Each consumer's loop fetches at most as many messages as the process has free slots (`concurrency`,
 else `max_pending`), shared by the three consumers, so no worker hoards work another could do.
 """
 
 import asyncio
-import json
 import logging
 import math
 from collections import deque
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any
 
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import Header
 
 from ..config import DurableSettings
 from ..errors import ServeError
@@ -53,7 +39,6 @@ from .durable_streams import (
     consumer_name,
     ensure_consumer,
     ensure_streams,
-    stream_configs,
 )
 from .endpoints import clock
 from .handler import MessageHandler
@@ -69,18 +54,6 @@ _LOGGER = logging.getLogger("interaction_worker")
 _FETCH_WAIT = 0.5
 # How long a fetch waits while another consumer waits for a slot it holds.
 _FETCH_WAIT_CONTENDED = 0.02
-# Seconds one attempt at a stream publish waits for its PubAck: a stream electing a leader may leave
-# a request unanswered, and the next attempt may reach the new leader.
-_PUBACK_WAIT = 2.0
-# The pauses between attempts at a stream publish: the first, doubled up to the last.
-_RETRY_FIRST = 0.05
-_RETRY_MOST = 0.5
-# The status of a request no subscriber (here: no stream) answered.
-_NO_RESPONDERS = "503"
-# The stream publishes of the message being published (its events and dead letter), which `_publish`
-# leaves for `_run` to send and await: set by `_run`, so the publisher's signature, and tracing's
-# wrapper around it, stay as they are.
-_stored: ContextVar[list[Publish] | None] = ContextVar("stored", default=None)
 
 
 class DurableBinding:
@@ -123,16 +96,7 @@ class DurableBinding:
         self._fetchers: list[asyncio.Task[None]] = []
         self._subscriptions: list[Any] = []
         self._js: JetStreamContext = client.jetstream()
-        self._acks = _PubAcks(client)
         self._stream = settings.calls_stream
-        # The subjects the events and dead-letter streams capture (`P.tool.result.` ...): what a
-        # message publishes there waits for the stream's PubAck; anything else (the reply) is core.
-        streams = stream_configs(handler.subjects.prefix, settings)
-        self._stream_subjects = tuple(
-            subject.removesuffix(">")
-            for config in (streams.events, streams.dead)
-            for subject in config.subjects or ()
-        )
 
     async def start(self) -> None:
         """Open the ledger's bucket, create or check the streams and consumers, then consume.
@@ -157,7 +121,6 @@ class DurableBinding:
                 durable=config.durable_name, stream=self._stream
             )
             subscriptions.append((kind, subscription))
-        await self._acks.start()
         await self.core.start()
         for kind, subscription in subscriptions:
             self._fetchers.append(
@@ -244,12 +207,7 @@ class DurableBinding:
                 publishes = await self.handler.resolve_exhausted(
                     kind, incoming, settings.max_deliver
                 )
-                if not await self._publish_all(publishes):
-                    # No delivery follows this one: terminated all the same, said loudly.
-                    self.logger.error(
-                        "%s: its last delivery's events or dead letter were not stored",
-                        msg.subject,
-                    )
+                await self._send(publishes)
                 await msg.term()
                 return
             try:
@@ -260,13 +218,7 @@ class DurableBinding:
                 )
                 await msg.nak(delay=delay)
                 return
-            if not await self._publish_all(publishes):
-                self.logger.warning(
-                    "%s: its events or dead letter were not stored; redelivered later",
-                    msg.subject,
-                )
-                await msg.nak(delay=self._backoff(number))
-                return
+            await self._send(publishes)
             if not delivery.recorded:
                 return  # redelivered after ack_wait: the ledger answers then
             dead = f"{self.handler.subjects.prefix}.dead."
@@ -289,70 +241,10 @@ class DurableBinding:
         delays = self.settings.nak_backoff
         return delays[min(number, len(delays)) - 1]
 
-    async def _publish_all(self, publishes: list[Publish]) -> bool:
-        """Send a message's publishes (through tracing's wrapper, if any), then wait for the PubAcks
-        of those the events and dead-letter streams capture, publishing again those without one,
-        with a short backoff, for up to one `ack_wait`. False if one is still not stored then: the
-        message must not be acknowledged.
-
-        Every failure is retried: no responders or no answer (the stream electing a leader, the
-        connection reconnecting) and the stream's errors alike, since a redelivery would meet the
-        same. A repeated publish is harmless: the stream drops a `Nats-Msg-Id` it already holds.
-        """
-        stored: list[Publish] = []
-        token = _stored.set(stored)
-        try:
-            await self._send(publishes)
-        finally:
-            _stored.reset(token)
-        if not stored:
-            return True
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.ack_wait
-        acks = self._acks
-        pause = _RETRY_FIRST
-        while True:
-            # Sent together: the PubAcks take one round trip, not one each.
-            waits = [
-                await acks.send(subject, payload, headers)
-                for subject, payload, headers in stored
-            ]
-            left = deadline - loop.time()
-            try:
-                await asyncio.wait(waits, timeout=max(min(left, _PUBACK_WAIT), 0.01))
-            except asyncio.CancelledError:
-                for ack in waits:
-                    ack.cancel()  # forgotten, not left waiting for a reply forever
-                raise
-            stored = [
-                one
-                for one, ack in zip(stored, waits, strict=True)
-                if not acks.stored(ack)
-            ]
-            if not stored:
-                return True
-            if self.client.is_closed or deadline - loop.time() <= pause:
-                self.logger.warning(
-                    "publishing %s: not stored",
-                    ", ".join(subject for subject, _, _ in stored),
-                )
-                return False
-            self.logger.debug(
-                "publishing %d message(s) to a stream failed; again", len(stored)
-            )
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, _RETRY_MOST)
-
     async def _publish(self, publishes: list[Publish]) -> None:
-        """Core-publish the reply; leave the stream publishes to `_publish_all`, which sends them
-        together and waits for their PubAcks (outside `_run`, e.g. a bare `_send`, all are core)."""
-        stored = _stored.get()
         publish = self.client.publish
         for subject, payload, headers in publishes:
-            if stored is not None and subject.startswith(self._stream_subjects):
-                stored.append((subject, payload, headers))
-            else:
-                await publish(subject, payload, headers=headers)
+            await publish(subject, payload, headers=headers)
 
     async def stop(self, grace: float) -> None:
         """Stop fetching; let running messages finish within `grace`, then cancel them (their
@@ -415,63 +307,6 @@ class _Slots:
             taken = min(most, self.free)
             self.free -= taken
             turn.set_result(taken)
-
-
-class _PubAcks:
-    """JetStream publishes whose PubAck is awaited: each sent with a reply subject under one
-    wildcard inbox, answered into a future of its own. Neither a task, a timer nor a subscription
-    per publish (as `js.publish` costs: two per message are on the hot path of durable mode); the
-    caller bounds its wait over all of a message's at once."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.prefix = ""
-        self.count = 0
-        self.waiting: dict[str, asyncio.Future[bool]] = {}
-
-    async def start(self) -> None:
-        self.prefix = f"{self.client.new_inbox()}."
-        await self.client.subscribe(f"{self.prefix}*", cb=self._answer)
-
-    async def send(
-        self, subject: str, payload: bytes, headers: dict[str, str]
-    ) -> asyncio.Future[bool]:
-        """Publish to a stream; the future is True once it has stored it (a duplicate included),
-        False if it refused or no stream answered. Its reply is forgotten once it is done or
-        cancelled."""
-        self.count += 1
-        token = str(self.count)
-        ack: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.waiting[token] = ack
-        ack.add_done_callback(lambda _: self.waiting.pop(token, None))
-        try:
-            await self.client.publish(
-                subject, payload, reply=self.prefix + token, headers=headers
-            )
-        except Exception as error:
-            ack.set_result(False)
-            _LOGGER.debug("publishing %s failed: %s", subject, type(error).__name__)
-        return ack
-
-    @staticmethod
-    def stored(ack: asyncio.Future[bool]) -> bool:
-        """Whether the stream stored it; an ack still awaited is given up (cancelled)."""
-        if not ack.done():
-            ack.cancel()
-            return False
-        return not ack.cancelled() and ack.result()
-
-    async def _answer(self, msg: Msg) -> None:
-        ack = self.waiting.get(msg.subject[len(self.prefix) :])
-        if ack is None or ack.done():
-            return  # answered after its wait ended
-        if msg.headers and msg.headers.get(Header.STATUS) == _NO_RESPONDERS:
-            ack.set_result(False)  # no stream captures the subject now (an election)
-        elif b'"error"' in msg.data and "error" in json.loads(msg.data):
-            _LOGGER.debug("a stream refused a publish: %s", msg.data[:200])
-            ack.set_result(False)
-        else:
-            ack.set_result(True)
 
 
 class _InProgress:
