@@ -335,22 +335,23 @@ async def test_the_memory_store_follows_revision_semantics() -> None:
     assert await store.create("k", b"4") > second
 
 
+class Late(MemoryStore):
+    """Applies the next update, then reports it timed out (a write buffered while the client
+    reconnected)."""
+
+    late = False
+
+    async def update(self, key: str, value: bytes, revision: int) -> int:
+        written = await super().update(key, value, revision)
+        if self.late:
+            self.late = False
+            raise StoreUnavailable("no answer in time")
+        return written
+
+
 async def test_an_outcome_write_that_timed_out_but_landed_is_not_taken_for_a_lost_claim(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    class Late(MemoryStore):
-        """Applies the next update, then reports it timed out (a write buffered while the
-        client reconnected)."""
-
-        late = False
-
-        async def update(self, key: str, value: bytes, revision: int) -> int:
-            written = await super().update(key, value, revision)
-            if self.late:
-                self.late = False
-                raise StoreUnavailable("no answer in time")
-            return written
-
     store = Late()
     claim = await ledger(store).begin(KEY, PRINT, rerunnable=False)
     assert isinstance(claim, Claim)
@@ -397,19 +398,6 @@ async def test_a_renewal_due_while_the_start_is_written_keeps_the_claim_started(
 async def test_a_start_mark_that_timed_out_but_landed_is_released_so_the_retry_runs_the_call() -> (
     None
 ):
-    class Late(MemoryStore):
-        """Applies the next update, then reports it timed out (a write buffered while the
-        client reconnected)."""
-
-        late = False
-
-        async def update(self, key: str, value: bytes, revision: int) -> int:
-            written = await super().update(key, value, revision)
-            if self.late:
-                self.late = False
-                raise StoreUnavailable("no answer in time")
-            return written
-
     store = Late()
     claim = await ledger(store).begin(KEY, PRINT, rerunnable=False)
     assert isinstance(claim, Claim)
