@@ -15,7 +15,7 @@ LAYERS: list[set[str]] = [
     {"contracts"},
     {"errors", "schema", "asyncapi"},
     {"config", "embedded", "event_loop"},
-    {"nodes", "ledger"},
+    {"nodes", "ledger", "commands"},
     {"subscribers", "sinks", "tools", "mcp"},
     {"tracing"},
     {"worker"},
@@ -23,13 +23,14 @@ LAYERS: list[set[str]] = [
     {"service"},
     {"app"},
     {"client"},
+    {"flows", "console"},
     {"recording"},
     {"testing"},
     {"cli"},
     {"__init__"},
 ]
 RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
-NO_NATS = {"contracts", "errors", "config", "nodes", "ledger"}
+NO_NATS = {"contracts", "errors", "config", "nodes", "ledger", "commands"}
 NATS_LIBRARIES = {"nats", "faststream"}
 
 

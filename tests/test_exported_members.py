@@ -11,6 +11,7 @@ import pytest
 
 import interaction_worker
 import interaction_worker.client
+import interaction_worker.commands
 import interaction_worker.config
 import interaction_worker.contracts
 import interaction_worker.mcp
@@ -23,6 +24,7 @@ import interaction_worker.tools
 PACKAGES = [
     pytest.param(interaction_worker, id="interaction_worker"),
     pytest.param(interaction_worker.client, id="client"),
+    pytest.param(interaction_worker.commands, id="commands"),
     pytest.param(interaction_worker.config, id="config"),
     pytest.param(interaction_worker.contracts, id="contracts"),
     pytest.param(interaction_worker.mcp, id="mcp"),
@@ -80,6 +82,7 @@ def test_isort_key_orders_constants_classes_then_the_rest() -> None:
     [
         pytest.param(interaction_worker, id="interaction_worker"),
         pytest.param(interaction_worker.client, id="client"),
+    pytest.param(interaction_worker.commands, id="commands"),
         pytest.param(interaction_worker.config, id="config"),
         pytest.param(interaction_worker.contracts, id="contracts"),
         pytest.param(interaction_worker.mcp, id="mcp"),

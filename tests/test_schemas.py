@@ -24,6 +24,10 @@ REGENERATE = (
 
 PAYLOADS = {
     "Artifact",
+    "CommandCatalogReply",
+    "CommandCatalogRequest",
+    "CommandReply",
+    "CommandRequest",
     "DeadLetter",
     "ErrorReply",
     "ExternalResult",
@@ -370,4 +374,8 @@ def test_asyncapi_document_names_every_subject() -> None:
         "interaction.mcp.observation.{key}",
         "interaction.output.receipt.{key}",
         "interaction.dead.{kind}.{key}",
+        "interaction.tool.list",
+        "interaction.command",
+        "interaction.command.catalog",
+        "interaction.command.done.{command}.{key}",
     } <= channels

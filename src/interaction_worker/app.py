@@ -89,6 +89,7 @@ def build_worker(
         concurrency=code.concurrency
         if code.concurrency is not None
         else settings.concurrency,
+        commands=code.commands,
     )
 
 
@@ -181,6 +182,7 @@ def _sandbox(
         read=policy.read,
         write=policy.write,
         execute=policy.execute,
+        command_ids=policy.command_ids,
         workspace=workspace,
         executor=executor,
     )

@@ -14,6 +14,10 @@ from faststream.nats import NatsBroker, NatsRouter
 from faststream.specification import AsyncAPI
 
 from .contracts import (
+    CommandCatalogReply,
+    CommandCatalogRequest,
+    CommandReply,
+    CommandRequest,
     DeadLetter,
     ErrorReply,
     ExternalResult,
@@ -126,6 +130,40 @@ def asyncapi_document(
         ),
     )
     async def tool_list(body: ToolListRequest) -> ToolList | ErrorReply:
+        raise NotImplementedError
+
+    @router.subscriber(
+        f"{p}.command",
+        queue=queue,
+        title=f"{p}.command",
+        description=(
+            "One command of the command protocol served by a worker given a dispatcher in code "
+            "(docs/commands.md). Header Interaction-Command-Id: its id (K). Reply: CommandReply, "
+            "or an error reply (a rejected command: INVALID_INPUT with `reason` and `path`)."
+        ),
+    )
+    async def command(body: CommandRequest) -> CommandReply | ErrorReply:
+        raise NotImplementedError
+
+    for publisher in events(
+        (
+            f"{p}.command.done.{{command}}.{{key}}",
+            CommandReply,
+            "The reply of dispatched command K (its Interaction-Command-Id, or an id the worker "
+            "made up)",
+        ),
+    ):
+        publisher(command)
+
+    @router.subscriber(
+        f"{p}.command.catalog",
+        queue=queue,
+        title=f"{p}.command.catalog",
+        description="The commands served and granted, and the JSON Schema to give a model. No events.",
+    )
+    async def command_catalog(
+        body: CommandCatalogRequest,
+    ) -> CommandCatalogReply | ErrorReply:
         raise NotImplementedError
 
     broker = NatsBroker(logger=None)

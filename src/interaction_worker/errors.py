@@ -3,6 +3,7 @@
     InteractionWorkerError          one subclass per wire error code (wire.md section 4)
     ├── InvalidJson                 INVALID_JSON       400
     ├── InvalidInput                INVALID_INPUT      400
+    │   └── CommandInvalid          a command the protocol rejected: with its `reason` and `path`
     ├── PermissionDenied            PERMISSION_DENIED  403
     ├── NotFound                    NOT_FOUND          404
     ├── InProgress                  IN_PROGRESS        409
@@ -44,6 +45,10 @@ class InteractionWorkerError(Exception):
         super().__init__(message)
         self.message = message
 
+    def details(self) -> dict[str, str]:
+        """What the error reply and the dead letter carry beside the code and the message."""
+        return {}
+
 
 class InvalidJson(InteractionWorkerError):
     code = "INVALID_JSON"
@@ -55,6 +60,19 @@ class InvalidInput(InteractionWorkerError):
     code = "INVALID_INPUT"
     status = 400
     default_message = "Invalid input"
+
+
+class CommandInvalid(InvalidInput):
+    """A command the protocol rejected (docs/commands.md): `reason` is the protocol's code
+    (`UNKNOWN_FIELD`, ...), `path` a JSON Pointer into the command."""
+
+    def __init__(self, message: str, *, reason: str, path: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.path = path
+
+    def details(self) -> dict[str, str]:
+        return {"reason": self.reason, "path": self.path}
 
 
 class PermissionDenied(InteractionWorkerError):

@@ -33,6 +33,10 @@ from pydantic_core import CoreSchema, PydanticUndefined, core_schema
 
 from .contracts import (
     Artifact,
+    CommandCatalogReply,
+    CommandCatalogRequest,
+    CommandReply,
+    CommandRequest,
     DeadLetter,
     ErrorReply,
     ExternalResult,
@@ -76,6 +80,8 @@ _PAYLOADS: tuple[tuple[str, type[BaseModel] | TypeAdapter[Any], _Mode], ...] = (
     ("ObserveRequest", ObserveRequest, "validation"),
     ("OutputRequest", OutputRequest, "validation"),
     ("ToolListRequest", ToolListRequest, "validation"),
+    ("CommandRequest", CommandRequest, "validation"),
+    ("CommandCatalogRequest", CommandCatalogRequest, "validation"),
     ("ExternalResult", ExternalResult, "serialization"),
     ("McpOutput", _MCP_OUTPUT, "serialization"),
     ("Observation", Observation, "serialization"),
@@ -85,6 +91,8 @@ _PAYLOADS: tuple[tuple[str, type[BaseModel] | TypeAdapter[Any], _Mode], ...] = (
     ("McpCapability", McpCapability, "serialization"),
     ("ToolDefinition", ToolDefinition, "serialization"),
     ("ToolList", ToolList, "serialization"),
+    ("CommandReply", CommandReply, "serialization"),
+    ("CommandCatalogReply", CommandCatalogReply, "serialization"),
     ("InteractionError", InteractionError, "validation"),
     ("Reference", Reference, "validation"),
     ("Message", Message, "validation"),

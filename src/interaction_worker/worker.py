@@ -15,6 +15,7 @@ from typing import Any
 from faststream.nats import NatsRouter
 from nats.aio.client import Client
 
+from .commands import CommandDispatcher
 from .config import DurableSettings, IdempotencySettings
 from .contracts import (
     ContractError,
@@ -104,8 +105,11 @@ class InteractionWorker:
             calls are seen).
         mcp: MCP clients by server name, or an `McpRegistry` kept by identity.
         output: the sink that receives deliveries; without one, OUTPUT answers NOT_FOUND.
-        sandbox: the permission policy; without one nothing is granted, as the seed's factory.
+        sandbox: the permission policy; without one nothing is granted, as the seed's factory (but
+            command ids, which the dispatcher already limits).
         concurrency: the most executions in flight (None: no limit).
+        commands: a dispatcher of the command protocol (`Interaction.bind`, docs/commands.md):
+            with one, the worker also serves `P.command` and `P.command.catalog`.
     """
 
     def __init__(
@@ -116,6 +120,7 @@ class InteractionWorker:
         output: OutputSink | None = None,
         sandbox: Sandbox | None = None,
         concurrency: int | None = None,
+        commands: CommandDispatcher | None = None,
     ) -> None:
         if concurrency is not None and (
             isinstance(concurrency, bool)
@@ -136,6 +141,11 @@ class InteractionWorker:
         self.sandbox = sandbox if sandbox is not None else Sandbox()
         self.sandbox_given = sandbox is not None
         self.concurrency = concurrency
+        if commands is not None and not isinstance(commands, CommandDispatcher):
+            raise ConfigurationError(
+                "Worker commands must be a CommandDispatcher (Interaction.bind)"
+            )
+        self.commands = commands
 
     @property
     def capabilities(self) -> list[str]:

@@ -34,6 +34,7 @@ EVENT_FAMILIES = (
     "mcp.result",
     "mcp.observation",
     "output.receipt",
+    "command.done",
 )
 
 

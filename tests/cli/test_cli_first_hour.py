@@ -379,6 +379,13 @@ def failure_cases(project: Run, scratch: Path) -> dict[str, dict[str, list[str]]
         "path": ["replay", str(scratch / "missing.jsonl")],
         "server": ["replay", str(recording), *nowhere],
     }
+    # The project's worker is served from its file, which binds no command protocol (handlers are
+    # code): nothing to print, so no broken pipe here; tests/bus/test_bus_commands_served.py ends
+    # a `command` on one against a worker that has commands.
+    cases["command"] = {
+        "path": ["command", "--catalog", *missing],
+        "server": ["command", '{"type": "reply"}', *nowhere],
+    }
     # record writes nothing on stdout: no broken pipe to end on.
     cases["record"] = {
         "path": ["record", "--out", str(scratch / "missing" / "r.jsonl"), *served],

@@ -19,6 +19,7 @@ import yaml
 
 from interaction_worker.config import Settings, parse_settings
 from interaction_worker.embedded import find_nats_server
+from interaction_worker.subscribers.durable_streams import DURABLE_KINDS
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -319,9 +320,8 @@ def test_the_permissions_name_what_the_worker_configuration_names() -> None:
     calls, events_stream = settings.durable.calls_stream, settings.durable.events_stream
     streams = (calls, events_stream, settings.durable.dead_stream)
     bucket = settings.idempotency.bucket
-    consumers = [
-        f"{settings.subjects.queue_group}-{kind}" for kind in ("tool", "mcp", "output")
-    ]
+    # Every durable consumer a worker may create: a worker given commands in code has one more.
+    consumers = [f"{settings.subjects.queue_group}-{kind}" for kind in DURABLE_KINDS]
     inbox = settings.nats.inbox_prefix
 
     assert allowed("clients", "publish") == requests

@@ -37,8 +37,11 @@ HANDLERS: dict[str, Handler] = {
     "mcp discover": _lazy(".requests", "mcp_discover"),
     "mcp invoke": _lazy(".requests", "mcp_invoke"),
     "deliver": _lazy(".requests", "deliver"),
+    "command": _lazy(".requests", "command"),
+    "react": _lazy(".react", "react"),
     "record": _lazy(".record", "record"),
     "replay": _lazy(".replay", "replay"),
+    "console": _lazy(".console", "console"),
 }
 
 

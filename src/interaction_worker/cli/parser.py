@@ -248,6 +248,71 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
     )
     _common(deliver, client_side=True)
 
+    command_ = command(
+        "command",
+        "send one command of the served command protocol; print its reply",
+    )
+    command_.add_argument(
+        "value", nargs="?", metavar="JSON", help="the command object, as JSON"
+    )
+    command_.add_argument(
+        "--catalog",
+        action="store_true",
+        help="print the commands served and their model schema instead",
+    )
+    command_.add_argument(
+        "--id",
+        metavar="ID",
+        help="the Interaction-Command-Id (default: the worker makes one up)",
+    )
+    _common(command_, client_side=True)
+
+    react = command(
+        "react",
+        "run a ReAct flow: a model behind an OpenAI-compatible API acts through the "
+        "serving worker; print each step, then the result",
+        conflict_handler="resolve",  # its --timeout bounds the whole flow
+    )
+    react.add_argument("question", help="the user's message")
+    react.add_argument(
+        "--model", required=True, metavar="NAME", help="the model's name on the server"
+    )
+    react.add_argument(
+        "--model-url",
+        metavar="URL",
+        help="the API's base URL, such as http://127.0.0.1:8080/v1 "
+        "(default: INTERACTION_MODEL_URL); the key is INTERACTION_MODEL_API_KEY",
+    )
+    react.add_argument(
+        "--action",
+        action="append",
+        default=[],
+        metavar="TOOL",
+        help="offer this tool, repeatable (default: every tool the worker lists)",
+    )
+    react.add_argument(
+        "--mcp-action",
+        action="append",
+        default=[],
+        metavar="SERVER:TOOL",
+        help="offer this MCP server's tool, repeatable",
+    )
+    react.add_argument(
+        "--max-steps",
+        type=_positive_int,
+        default=8,
+        metavar="N",
+        help="at most N model calls (8)",
+    )
+    _common(react, client_side=True)
+    react.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=120.0,
+        metavar="S",
+        help="seconds for the whole flow (120)",
+    )
+
     record = command(
         "record",
         "record the bus traffic of a prefix to a file (JSON Lines), for replay in tests",
@@ -341,6 +406,33 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
         client_side=True,
         prefix_help="publish under this prefix (default: the recording's)",
     )
+
+    about = (
+        "serve the operator console: a web page of the worker's live events, dead letters and "
+        "deliveries, with a form that sends a call and a delivery"
+    )
+    console = command("console", about)
+    console.add_argument(
+        "--listen",
+        type=_listen_address,
+        default="127.0.0.1:8765",
+        metavar="ADDR",
+        help="HOST:PORT of the page (127.0.0.1:8765; port 0: any free one)",
+    )
+    console.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --listen; the page then asks for the console's token "
+        "(DATA_DIR/console-token)",
+    )
+    console.add_argument(
+        "--history",
+        type=_positive_int,
+        default=200,
+        metavar="N",
+        help="events kept for a page opened late, read first from the events stream (200)",
+    )
+    _common(console, client_side=True)
 
     schema = command(
         "schema",

@@ -37,7 +37,12 @@ def _ask(
 
 def _refused(error: InteractionRequestError) -> int:
     """An error reply, printed as the worker sent it."""
-    emit({"error": {"code": error.code, "message": error.message}})
+    printed: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.reason is not None:
+        printed["reason"] = error.reason
+    if error.path is not None:
+        printed["path"] = error.path
+    emit({"error": printed})
     return EXIT_FAILED
 
 
@@ -225,3 +230,33 @@ def deliver(args: argparse.Namespace) -> int:
         return _refused(error)
     emit(receipt.to_wire())
     return EXIT_OK if receipt.status == "accepted" else EXIT_FAILED
+
+
+def command(args: argparse.Namespace) -> int:
+    if args.catalog:
+        if args.value is not None or args.id is not None:
+            raise UsageError("command --catalog takes no JSON and no --id")
+        try:
+            catalog = _ask(args, lambda c: c.command_catalog())
+        except InteractionRequestError as error:
+            return _refused(error)
+        emit(catalog)
+        return EXIT_OK
+    if args.value is None:
+        raise UsageError("command needs a JSON object (or --catalog)")
+    try:
+        value = json.loads(args.value)
+    except json.JSONDecodeError:
+        raise UsageError("command needs a JSON object, as one argument") from None
+    if not isinstance(value, dict):
+        raise UsageError("command needs a JSON object, as one argument")
+    if args.id is not None and not args.id:
+        raise UsageError(
+            "--id must not be empty (leave it out and the worker makes one up)"
+        )
+    try:
+        reply = _ask(args, lambda c: c.command(value, command_id=args.id))
+    except InteractionRequestError as error:
+        return _refused(error)
+    emit(reply)
+    return EXIT_OK

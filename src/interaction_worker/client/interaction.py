@@ -42,13 +42,24 @@ _ACK = "ack"  # the last token of the publish's own reply subject
 
 
 class InteractionRequestError(Exception):
-    """The worker refused the request: its error reply (wire.md 4)."""
+    """The worker refused the request: its error reply (wire.md 4). A rejected command also has the
+    protocol's `reason` (`UNKNOWN_FIELD`, ...) and the `path` it points at (docs/commands.md)."""
 
-    def __init__(self, code: str, message: str, status: int) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        status: int,
+        *,
+        reason: str | None = None,
+        path: str | None = None,
+    ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
         self.status = status
+        self.reason = reason
+        self.path = path
 
 
 class NoWorkerError(Exception):
@@ -215,12 +226,38 @@ class InteractionClient:
         reply = await self._ask("tool.list", {} if name is None else {"name": name})
         return ToolList.model_validate_json(reply.data).tools
 
+    async def command(
+        self, value: Mapping[str, Any], *, command_id: str | None = None
+    ) -> dict[str, Any]:
+        """One command of the worker's command protocol: `{"id", "result"}` (docs/commands.md).
+
+        `command_id` is sent as `Interaction-Command-Id`: it keys the dead letter of a rejected
+        command and the `P.command.done.<id>.<K>` event (without it the worker makes one up).
+        A rejection raises `InteractionRequestError` with `.reason` and `.path`."""
+        headers = (
+            {"Interaction-Command-Id": command_id} if command_id is not None else None
+        )
+        reply = await self._ask("command", value, headers)
+        answer: dict[str, Any] = json.loads(reply.data)
+        return answer
+
+    async def command_catalog(self) -> dict[str, Any]:
+        """The command protocol the worker serves: `{"commandField", "commands", "modelJsonSchema"}`."""
+        reply = await self._ask("command.catalog", {})
+        catalog: dict[str, Any] = json.loads(reply.data)
+        return catalog
+
     # --- the wire -------------------------------------------------------------------------------
 
-    async def _ask(self, subject: str, body: Mapping[str, Any]) -> Msg:
+    async def _ask(
+        self,
+        subject: str,
+        body: Mapping[str, Any],
+        headers: Mapping[str, str] | None = None,
+    ) -> Msg:
         try:
             async with asyncio.timeout(self.timeout):
-                return await self._request(subject, body)
+                return await self._request(subject, body, headers)
         except TimeoutError:
             raise self._timeout(subject) from None
 
@@ -251,8 +288,15 @@ class InteractionClient:
         finally:
             await subscription.unsubscribe()
 
-    async def _request(self, subject: str, body: Mapping[str, Any]) -> Msg:
-        reply = await self.send(subject, json.dumps(body, ensure_ascii=False).encode())
+    async def _request(
+        self,
+        subject: str,
+        body: Mapping[str, Any],
+        headers: Mapping[str, str] | None = None,
+    ) -> Msg:
+        reply = await self.send(
+            subject, json.dumps(body, ensure_ascii=False).encode(), headers
+        )
         if "Nats-Service-Error" in (reply.headers or {}):
             raise _request_error(reply)
         return reply
@@ -327,13 +371,18 @@ def _tool_call(
 
 def _request_error(reply: Msg) -> InteractionRequestError:
     headers = reply.headers or {}
+    reason = path = None
     try:
         error = json.loads(reply.data)["error"]
         code, message = str(error["code"]), str(error["message"])
-    except (ValueError, KeyError, TypeError):
+        if isinstance(error.get("reason"), str):
+            reason = error["reason"]
+        if isinstance(error.get("path"), str):
+            path = error["path"]
+    except (ValueError, KeyError, TypeError, AttributeError):
         code, message = "UNKNOWN", headers.get("Nats-Service-Error", "")
     try:
         status = int(headers.get("Nats-Service-Error-Code", "0"))
     except ValueError:
         status = 0
-    return InteractionRequestError(code, message, status)
+    return InteractionRequestError(code, message, status, reason=reason, path=path)

@@ -62,6 +62,8 @@ class SandboxSettings:
     read: bool = False
     write: bool = False
     execute: bool = False
+    # All granted unless listed: the dispatcher bound in code is the commands' allow-list.
+    command_ids: tuple[str, ...] = ("*",)
 
 
 @dataclass(frozen=True)
@@ -246,6 +248,7 @@ class Settings:
                 "read": sandbox.read,
                 "write": sandbox.write,
                 "execute": sandbox.execute,
+                "command_ids": list(sandbox.command_ids),
             },
             "tools": _tools(tools),
             "tool_timeout": d(self.tool_timeout),

@@ -1,5 +1,6 @@
 """`parse_settings`: the whole file checked at once, one problem line per bad key."""
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,13 @@ def _is_origin(value: str) -> bool:
     return "/" not in rest and "?" not in rest and "#" not in rest
 
 
+_COMMAND_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _is_command_id(value: str) -> bool:
+    return value == "*" or _COMMAND_ID.fullmatch(value) is not None
+
+
 def _sandbox(top: Section) -> SandboxSettings:
     def nonblank(value: str) -> bool:
         return bool(value.strip()) and value == value.strip()
@@ -166,6 +174,12 @@ def _sandbox(top: Section) -> SandboxSettings:
             read=s.boolean("read", False),
             write=s.boolean("write", False),
             execute=s.boolean("execute", False),
+            command_ids=s.names(
+                "command_ids",
+                ("*",),
+                _is_command_id,
+                "must be a command id (1-64 of A-Z a-z 0-9 _ -) or *",
+            ),
         )
 
 

@@ -14,6 +14,12 @@ from ._checks import (
 from ._safety import is_safe_message
 from ._text import js_trim
 from .bus import (
+    CommandCatalogReply,
+    CommandCatalogRequest,
+    CommandEntry,
+    CommandField,
+    CommandReply,
+    CommandRequest,
     DeadLetter,
     ErrorBody,
     ErrorReply,
@@ -55,6 +61,12 @@ from .strict_json import JsonRefused, parse_json, parse_json_object
 __all__ = [
     "MAX_ID_LENGTH",
     "Artifact",
+    "CommandCatalogReply",
+    "CommandCatalogRequest",
+    "CommandEntry",
+    "CommandField",
+    "CommandReply",
+    "CommandRequest",
     "ContractError",
     "DeadLetter",
     "ErrorBody",

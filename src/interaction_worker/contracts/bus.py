@@ -1,6 +1,6 @@
 """Bus envelopes: the request bodies, the error reply and the dead letter (wire.md sections 2, 4, 5)."""
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -35,6 +35,9 @@ class ObserveRequest(WireModel):
 class ErrorBody(WireModel):
     code: str
     message: str
+    # A rejected command's: the protocol's code (`UNKNOWN_FIELD`, ...) and a JSON Pointer.
+    reason: str | None = None
+    path: str | None = None
 
 
 class ErrorReply(WireModel):
@@ -50,6 +53,7 @@ class DeadLetter(WireModel):
     error: ErrorBody
     call_id: str | None = None
     delivery_id: str | None = None
+    command_id: str | None = None
     payload: str
     encoding: Literal["base64"] | None = None
     headers: dict[str, str] = Field(default_factory=dict)
@@ -58,3 +62,46 @@ class DeadLetter(WireModel):
     truncated: bool | None = None
     size: int | None = None
     sha256: str | None = None
+
+
+class CommandRequest(WireModel):
+    """The body of `P.command`: a command object of the served protocol, validated by the
+    protocol itself (its command field names the command; its other fields are the command's)."""
+
+    model_config = {"extra": "allow"}
+
+
+class CommandReply(WireModel):
+    """The reply of `P.command`, and the body of its `P.command.done.ID.K` event."""
+
+    id: str
+    result: Any
+
+
+class CommandCatalogRequest(WireModel):
+    """The body of `P.command.catalog`: `{}`."""
+
+    model_config = {"extra": "forbid"}
+
+
+class CommandField(WireModel):
+    required: bool
+    json_schema: dict[str, Any] = Field(alias="json_schema")
+
+
+class CommandEntry(WireModel):
+    id: str
+    category: Literal["query", "action", "presentation", "input", "receipt"] | None = (
+        None
+    )
+    description: str | None = None
+    fields: dict[str, CommandField]
+
+
+class CommandCatalogReply(WireModel):
+    """The reply of `P.command.catalog`: the commands served (and granted), and the JSON Schema to
+    give a model (docs/commands.md)."""
+
+    command_field: str
+    commands: list[CommandEntry]
+    schema_for_model: dict[str, Any] | bool = Field(alias="modelJsonSchema")

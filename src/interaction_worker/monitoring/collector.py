@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 
 from ..ledger import CountedStore
 from ..sinks import delivery_counts
-from ..subscribers import DURATION_BUCKETS, KINDS
+from ..subscribers import DURATION_BUCKETS
 from .state import ServiceState
 
 # Every outcome of every kind is exposed, zero included, so that a rate over any of them exists
@@ -73,7 +73,7 @@ class WorkerCollector(Collector):
         if binding is not None:
             handler = binding.handler
             measures = handler.measures or {}
-            for kind in KINDS:
+            for kind in handler.kinds:
                 endpoint = handler.endpoints[kind]
                 measured = measures.get(kind)
                 counted = measured.outcomes if measured is not None else {}

@@ -1,6 +1,6 @@
 """Transport-free semantics of the four nodes: tool call, MCP call, observe, output."""
 
-from .context import DeliveryContext, ToolContext
+from .context import CommandContext, DeliveryContext, ToolContext
 from .mcp_answers import McpToolPage, McpToolResult
 from .mcp_registry import McpClient, McpRegistry
 from .observe import (
@@ -16,6 +16,7 @@ from .sandbox import CommandExecutor, CommandResult, PermissionKind, Sandbox
 from .tool_registry import RegisteredTool, ToolRegistry, is_rerunnable, tool_definition
 
 __all__ = [
+    "CommandContext",
     "CommandExecutor",
     "CommandResult",
     "DeliveryContext",

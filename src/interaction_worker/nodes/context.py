@@ -1,6 +1,7 @@
 """What a tool or a sink is given besides its input."""
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,3 +31,16 @@ class DeliveryContext:
     delivery_id: str
     logger: logging.Logger = field(default=_LOGGER)
     deadline: float | None = None
+
+
+@dataclass(frozen=True)
+class CommandContext:
+    """Passed to a command's handler as its context when a worker dispatches it from the bus.
+
+    `command_id` is the request's `Interaction-Command-Id` header, or the UUID the worker gave a
+    command sent without one; `headers` are the request's as received (credentials included)."""
+
+    command_id: str
+    subject: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    logger: logging.Logger = field(default=_LOGGER)

@@ -14,8 +14,14 @@ from typing import Literal, Protocol
 from ..contracts import js_trim
 from ..errors import ConfigurationError, InvalidInput, PermissionDenied
 
-PermissionKind = Literal["tools", "mcp", "skills", "network"]
-_LIST_KINDS: tuple[PermissionKind, ...] = ("tools", "mcp", "skills", "network")
+PermissionKind = Literal["tools", "mcp", "skills", "network", "command_ids"]
+_LIST_KINDS: tuple[PermissionKind, ...] = (
+    "tools",
+    "mcp",
+    "skills",
+    "network",
+    "command_ids",
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,11 @@ class CommandExecutor(Protocol):
 
 
 class Sandbox:
-    """Default-deny permissions for tools, MCP servers, skills, network origins and the filesystem."""
+    """Default-deny permissions for tools, MCP servers, skills, network origins and the filesystem.
+
+    Command-protocol ids (`command_ids`, docs/commands.md) are the exception: all are granted unless
+    a list is given, since the dispatcher bound in code is already their allow-list.
+    """
 
     def __init__(
         self,
@@ -58,6 +68,7 @@ class Sandbox:
         mcp: Sequence[str] | None = None,
         skills: Sequence[str] | None = None,
         network: Sequence[str] | None = None,
+        command_ids: Sequence[str] | None = ("*",),
         read: bool | None = None,
         write: bool | None = None,
         execute: bool | None = None,
@@ -67,7 +78,13 @@ class Sandbox:
         for key, flag in (("read", read), ("write", write), ("execute", execute)):
             if flag is not None and not isinstance(flag, bool):
                 raise ConfigurationError(f"Invalid sandbox {key} permission")
-        lists = {"tools": tools, "mcp": mcp, "skills": skills, "network": network}
+        lists = {
+            "tools": tools,
+            "mcp": mcp,
+            "skills": skills,
+            "network": network,
+            "command_ids": command_ids,
+        }
         for key, entries in lists.items():
             if entries is None:
                 continue

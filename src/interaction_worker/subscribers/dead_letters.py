@@ -94,7 +94,11 @@ def _document(
 ) -> dict[str, Any]:
     document: dict[str, Any] = {
         "subject": letter.subject,
-        "error": {"code": letter.error.code, "message": letter.error.message},
+        "error": {
+            "code": letter.error.code,
+            "message": letter.error.message,
+            **letter.error.details(),
+        },
     }
     if letter.id_field is not None and letter.identifier is not None:
         document[letter.id_field] = letter.identifier

@@ -34,6 +34,7 @@ from .delivery import current as current_delivery
 from .discovery import ServedEndpoint
 from .dispatcher import Publisher
 from .durable_streams import (
+    CORE_KINDS,
     DURABLE_KINDS,
     consumer_config,
     consumer_name,
@@ -84,7 +85,7 @@ class DurableBinding:
             concurrency=concurrency,
             max_pending=max_pending,
             logger=logger,
-            kinds=("observe", "list"),
+            kinds=tuple(kind for kind in CORE_KINDS if kind in handler.families),
             traced=traced,
         )
         # What a message's publishes go through: `_publish`, or tracing's around it (operate.md 3).
@@ -97,6 +98,7 @@ class DurableBinding:
         self._subscriptions: list[Any] = []
         self._js: JetStreamContext = client.jetstream()
         self._stream = settings.calls_stream
+        self.kinds = tuple(kind for kind in DURABLE_KINDS if kind in handler.families)
 
     async def start(self) -> None:
         """Open the ledger's bucket, create or check the streams and consumers, then consume.
@@ -113,7 +115,7 @@ class DurableBinding:
         prefix = self.handler.subjects.prefix
         await ensure_streams(self._js, prefix, self.settings, self.logger)
         subscriptions = []
-        for kind in DURABLE_KINDS:
+        for kind in self.kinds:
             subject = self.handler.subjects.request(kind)
             config = consumer_config(self.queue, kind, subject, self.settings)
             await ensure_consumer(self._js, self._stream, config, self.logger)
@@ -133,7 +135,7 @@ class DurableBinding:
         # slots, so one that found nothing queues behind the others for its next turn; while
         # another waits, an idle consumer's fetch returns almost at once.
         slots = self._slots
-        most = max(1, math.ceil(self.limit / len(DURABLE_KINDS)))
+        most = max(1, math.ceil(self.limit / len(self.kinds)))
         while not self.closing:
             taken = await slots.take(most)
             wait = _FETCH_WAIT if not slots.waiting else _FETCH_WAIT_CONTENDED
@@ -175,7 +177,7 @@ class DurableBinding:
                     "consumer": consumer_name(self.queue, kind),
                 },
             )
-            for kind in DURABLE_KINDS
+            for kind in self.kinds
         ]
         return durable + self.core.served_endpoints()
 

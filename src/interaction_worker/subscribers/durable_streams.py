@@ -23,9 +23,11 @@ from .subjects import Kind
 _LOGGER = logging.getLogger("interaction_worker")
 # The server's code for subjects that overlap another stream's.
 _OVERLAP = 10065
-# The families served from the calls stream, by their consumers; P.command is captured for the
-# command protocol, which has no consumer yet.
-DURABLE_KINDS: tuple[Kind, ...] = ("tool", "mcp", "output")
+# The families served from the calls stream, by their consumers (a command's only by a worker that
+# has a command dispatcher; the stream captures P.command in any case, so none is lost), and those
+# served by core subscriptions beside them (request-reply questions, with nothing to lose).
+DURABLE_KINDS: tuple[Kind, ...] = ("tool", "mcp", "output", "command")
+CORE_KINDS: tuple[Kind, ...] = ("observe", "list", "catalog")
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ from nats.aio.msg import Msg
 from .handler import MessageHandler
 from .incoming import Incoming
 from .ledger_store import JetStreamStore
-from .subjects import KINDS, Kind
+from .subjects import Kind
 
 _LOGGER = logging.getLogger("interaction_worker")
 
@@ -78,7 +78,7 @@ def build_router(
     # FastStream cancels a handler only when its broker stops past `graceful_timeout`: such a call
     # then gets its `cancelled` / WORKER_SHUTDOWN outcome published, as in the nats-py binding.
     handler.shutting_down = True
-    for kind in KINDS:
+    for kind in handler.kinds:
         _subscribe(router, handler, kind, queue, concurrency, ledger_store)
     return router
 

@@ -75,6 +75,8 @@ class MessageHandler:
             tool_timeout=tool_timeout,
             ledger=ledger,
         )
+        # The request subjects served: the command protocol's only with a dispatcher.
+        self.kinds: tuple[Kind, ...] = tuple(self.families)
 
     def measure(self) -> None:
         """Measure for the metrics from now on (operate.md 2): each family's runs timed and counted
@@ -132,12 +134,12 @@ class MessageHandler:
                 body = parse_json_object(msg.data)
             except JsonRefused as refused:
                 raise InvalidJson(f"Invalid JSON: {refused.message}") from None
-            identifier = family.identify(body)
+            identifier = family.identify(body, msg)
             if identifier is not None:
                 key = subject_key(identifier)
             if reply_error is not None:
                 raise reply_error
-            outcome = await family.run(body, identifier)
+            outcome = await family.run(body, identifier, msg)
             return family.publishes(outcome, msg, key, target)
         except Redeliver:
             raise
@@ -167,7 +169,7 @@ class MessageHandler:
                 body = parse_json_object(msg.data)
             except JsonRefused as refused:
                 raise InvalidJson(f"Invalid JSON: {refused.message}") from None
-            identifier = family.identify(body)
+            identifier = family.identify(body, msg)
             if identifier is not None:
                 key = subject_key(identifier)
             # With metrics on, the ledgered family is inside `Measured`: resolved there, published

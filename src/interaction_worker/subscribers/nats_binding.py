@@ -16,7 +16,7 @@ from .handler import MessageHandler
 from .incoming import Incoming
 from .ledger_store import JetStreamStore
 from .outgoing import Publish
-from .subjects import KINDS, Kind
+from .subjects import Kind
 
 _LOGGER = logging.getLogger("interaction_worker")
 
@@ -42,11 +42,12 @@ class NatsBinding:
         max_pending: int = 1000,
         logger: logging.Logger = _LOGGER,
         ledger_store: JetStreamStore | None = None,
-        kinds: tuple[Kind, ...] = KINDS,
+        kinds: tuple[Kind, ...] | None = None,
         traced: Callable[[Publisher], Publisher] | None = None,
     ) -> None:
         self.client = client
-        self.kinds = kinds
+        # By default every subject the handler serves.
+        self.kinds = kinds if kinds is not None else handler.kinds
         self.ledger_store = ledger_store
         self.handler = handler
         self.queue = queue

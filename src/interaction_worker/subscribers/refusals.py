@@ -30,7 +30,8 @@ _LOGGER = logging.getLogger("interaction_worker")
 def error_reply(error: InteractionWorkerError) -> tuple[bytes, dict[str, str]]:
     """The NATS services convention: the code and message in headers and in the body."""
     body = json.dumps(
-        {"error": {"code": error.code, "message": error.message}}, ensure_ascii=False
+        {"error": {"code": error.code, "message": error.message, **error.details()}},
+        ensure_ascii=False,
     ).encode()
     headers = {
         "Content-Type": "application/json",

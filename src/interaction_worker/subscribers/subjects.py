@@ -4,8 +4,18 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["tool", "mcp", "observe", "output", "list"]
-KINDS: tuple[Kind, ...] = ("tool", "mcp", "observe", "output", "list")
+Kind = Literal["tool", "mcp", "observe", "output", "list", "command", "catalog"]
+KINDS: tuple[Kind, ...] = (
+    "tool",
+    "mcp",
+    "observe",
+    "output",
+    "list",
+    "command",
+    "catalog",
+)
+# Served only by a worker given a command dispatcher (docs/commands.md).
+COMMAND_KINDS: tuple[Kind, ...] = ("command", "catalog")
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +28,11 @@ class Subjects:
         return _REQUEST[kind].format(p=self.prefix)
 
     def dead(self, kind: Kind, key: str) -> str:
-        return f"{self.prefix}.dead.{kind}.{key}"
+        # The catalog's refusals are the command family's (wire.md 5 names the kinds).
+        return f"{self.prefix}.dead.{'command' if kind == 'catalog' else kind}.{key}"
+
+    def command_done(self, command_id: str, key: str) -> str:
+        return f"{self.prefix}.command.done.{command_id}.{key}"
 
     def event_family(self, name: str) -> str:
         """`tool.result` → `interaction.tool.result`; the family part of an event's Nats-Msg-Id."""
@@ -34,6 +48,8 @@ _REQUEST: dict[Kind, str] = {
     "observe": "{p}.observe",
     "output": "{p}.output.deliver",
     "list": "{p}.tool.list",
+    "command": "{p}.command",
+    "catalog": "{p}.command.catalog",
 }
 
 _SUBJECT = re.compile(r"[^\s*>.]+(?:\.[^\s*>.]+)*")

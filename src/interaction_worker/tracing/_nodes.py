@@ -17,6 +17,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
+from ..commands import CommandDispatcher
 from ..contracts import (
     ExternalResult,
     McpDiscoverOutput,
@@ -135,6 +136,11 @@ class TracedNodes:
     @sandbox.setter
     def sandbox(self, value: Sandbox) -> None:
         self.nodes.sandbox = value
+
+    @property
+    def commands(self) -> CommandDispatcher | None:
+        """As it is: a command runs under its request's span."""
+        return self.nodes.commands
 
     async def call_tool(
         self,

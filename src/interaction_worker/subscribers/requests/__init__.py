@@ -1,7 +1,7 @@
 """Running requests: one module per family, and the table the handler dispatches on.
 
-A new family (a command, say) is a module with the four methods of `Family`, a row in `families`
-and a row in the subject table (`subjects.py`).
+A new family is a module with the four methods of `Family`, a row in `families` and a row in the
+subject table (`subjects.py`).
 """
 
 from typing import Any
@@ -10,6 +10,7 @@ from ...ledger import Ledger
 from ..endpoints import Measures
 from ..outgoing import Outgoing
 from ..subjects import Kind
+from .command import Catalogs, Commands
 from .family import Family, Nodes
 from .ledgered import DeliveryTerms, Ledgered, McpTerms, ToolTerms
 from .mcp import McpCalls
@@ -28,6 +29,8 @@ from .tool import ToolCalls
 from .tool_list import ToolLists
 
 __all__ = [
+    "Catalogs",
+    "Commands",
     "Deliveries",
     "Family",
     "Ledgered",
@@ -51,8 +54,9 @@ def families(
     tool_timeout: float | None = 60.0,
     ledger: Ledger | None = None,
 ) -> dict[Kind, Family[Any]]:
-    """One family per request subject, sharing the worker's nodes, publish rules and shutdown;
-    with a ledger, the families with side effects run under its claims."""
+    """One family per request subject the worker serves (the commands' when it has a dispatcher),
+    sharing its nodes, publish rules and shutdown; with a ledger, the families with side effects
+    run under its claims (commands never: they are delivered at least once)."""
     tool: Family[Any] = ToolCalls(worker, outgoing, shutdown, timeout=tool_timeout)
     mcp: Family[Any] = McpCalls(worker, outgoing, shutdown)
     output: Family[Any] = Deliveries(worker, outgoing, shutdown)
@@ -60,13 +64,17 @@ def families(
         tool = Ledgered(tool, ToolTerms(worker, outgoing), ledger)
         mcp = Ledgered(mcp, McpTerms(outgoing), ledger)
         output = Ledgered(output, DeliveryTerms(outgoing), ledger)
-    return {
+    table: dict[Kind, Family[Any]] = {
         "tool": tool,
         "mcp": mcp,
         "observe": Observations(worker, outgoing),
         "output": output,
         "list": ToolLists(worker, outgoing),
     }
+    if worker.commands is not None:
+        table["command"] = Commands(worker.commands, worker.sandbox, outgoing)
+        table["catalog"] = Catalogs(worker.commands, worker.sandbox, outgoing)
+    return table
 
 
 _STATUS_OF: dict[Kind, StatusOf] = {
@@ -75,6 +83,8 @@ _STATUS_OF: dict[Kind, StatusOf] = {
     "observe": answered,
     "output": receipt_status,
     "list": answered,
+    "command": answered,
+    "catalog": answered,
 }
 
 

@@ -3,6 +3,7 @@
 
 from typing import Any, Protocol, TypeVar
 
+from ...commands import CommandDispatcher
 from ...contracts import (
     ExternalResult,
     McpDiscoverOutput,
@@ -27,7 +28,7 @@ class Family(Protocol[Outcome]):
     coroutine beside the tool's own.
     """
 
-    def identify(self, body: dict[str, Any]) -> str | None:
+    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
         """The id that keys the message's subjects, when a valid one can be read."""
         ...
 
@@ -35,7 +36,9 @@ class Family(Protocol[Outcome]):
         """Where a dead letter carries the id; None when the id is not a call's or a delivery's."""
         ...
 
-    async def run(self, body: dict[str, Any], identifier: str | None) -> Outcome:
+    async def run(
+        self, body: dict[str, Any], identifier: str | None, msg: Incoming
+    ) -> Outcome:
         """The outcome; an `InteractionWorkerError` refuses the message."""
         ...
 
@@ -50,6 +53,9 @@ class Nodes(Protocol):
     """The four nodes, as `InteractionWorker` offers them."""
 
     sandbox: Sandbox
+
+    @property
+    def commands(self) -> CommandDispatcher | None: ...
 
     async def call_tool(
         self,

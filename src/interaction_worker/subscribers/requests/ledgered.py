@@ -80,8 +80,8 @@ class Ledgered(Generic[Outcome]):
         self.terms = terms
         self.ledger = ledger
 
-    def identify(self, body: dict[str, Any]) -> str | None:
-        return self.family.identify(body)
+    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
+        return self.family.identify(body, msg)
 
     def id_names(self, body: dict[str, Any]) -> IdNames | None:
         return self.family.id_names(body)
@@ -91,11 +91,13 @@ class Ledgered(Generic[Outcome]):
     ) -> list[Publish]:
         return self.family.publishes(outcome, msg, key, target)
 
-    async def run(self, body: dict[str, Any], identifier: str | None) -> Outcome:
+    async def run(
+        self, body: dict[str, Any], identifier: str | None, msg: Incoming
+    ) -> Outcome:
         terms = self.terms
         request = terms.request(body) if identifier is not None else None
         if request is None or identifier is None:
-            return await self.family.run(body, identifier)
+            return await self.family.run(body, identifier, msg)
         what, rerunnable = request
         key = f"{terms.kind}.{subject_key(identifier)}"
         try:
@@ -127,7 +129,7 @@ class Ledgered(Generic[Outcome]):
             return outcome
         token = starting.set(claim.start)
         try:
-            outcome = await self.family.run(body, identifier)
+            outcome = await self.family.run(body, identifier, msg)
         except asyncio.CancelledError:
             claim.abandon()
             raise

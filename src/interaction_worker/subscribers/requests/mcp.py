@@ -27,7 +27,7 @@ class McpCalls:
         self.outgoing = outgoing
         self.shutdown = shutdown
 
-    def identify(self, body: dict[str, Any]) -> str | None:
+    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
         # A discover of one server is keyed by the server name, which is not a call id.
         if body.get("operation") == "discover":
             return valid_id(body.get("server"))
@@ -37,7 +37,9 @@ class McpCalls:
     def id_names(self, body: dict[str, Any]) -> IdNames | None:
         return None if body.get("operation") == "discover" else CALL_ID
 
-    async def run(self, body: dict[str, Any], identifier: str | None) -> McpOutcome:
+    async def run(
+        self, body: dict[str, Any], identifier: str | None, msg: Incoming
+    ) -> McpOutcome:
         if body.get("operation") == "discover":
             # A discover has no call to answer with a `cancelled` result: shutdown refuses it.
             try:

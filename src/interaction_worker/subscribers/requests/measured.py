@@ -60,18 +60,20 @@ class Measured(Generic[Outcome]):
         self.measures = measures
         self.status_of = status_of
 
-    def identify(self, body: dict[str, Any]) -> str | None:
-        return self.family.identify(body)
+    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
+        return self.family.identify(body, msg)
 
     def id_names(self, body: dict[str, Any]) -> IdNames | None:
         return self.family.id_names(body)
 
-    async def run(self, body: dict[str, Any], identifier: str | None) -> Outcome:
+    async def run(
+        self, body: dict[str, Any], identifier: str | None, msg: Incoming
+    ) -> Outcome:
         measures = self.measures
         measures.in_flight += 1
         started = clock()
         try:
-            return await self.family.run(body, identifier)
+            return await self.family.run(body, identifier, msg)
         finally:
             measures.in_flight -= 1
             measures.durations.observe(clock() - started)

@@ -15,14 +15,16 @@ class Observations:
         self.worker = worker
         self.outgoing = outgoing
 
-    def identify(self, body: dict[str, Any]) -> str | None:
+    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
         result = body.get("result")
         return valid_id(result.get("callId")) if isinstance(result, dict) else None
 
     def id_names(self, body: dict[str, Any]) -> IdNames:
         return CALL_ID
 
-    async def run(self, body: dict[str, Any], identifier: str | None) -> Observation:
+    async def run(
+        self, body: dict[str, Any], identifier: str | None, msg: Incoming
+    ) -> Observation:
         return self.worker.observe(body)
 
     def publishes(

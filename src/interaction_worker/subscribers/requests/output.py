@@ -22,13 +22,15 @@ class Deliveries:
         self.outgoing = outgoing
         self.shutdown = shutdown
 
-    def identify(self, body: dict[str, Any]) -> str | None:
+    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
         return valid_id(body.get("deliveryId"))
 
     def id_names(self, body: dict[str, Any]) -> IdNames:
         return DELIVERY_ID
 
-    async def run(self, body: dict[str, Any], identifier: str | None) -> OutputReceipt:
+    async def run(
+        self, body: dict[str, Any], identifier: str | None, msg: Incoming
+    ) -> OutputReceipt:
         context = DeliveryContext(identifier) if identifier is not None else None
         try:
             return await self.worker.deliver(body, context=context)

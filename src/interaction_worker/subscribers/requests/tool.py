@@ -43,14 +43,16 @@ class ToolCalls:
         self.timeout = timeout
         self.deadlines = deadlines or Deadlines()
 
-    def identify(self, body: dict[str, Any]) -> str | None:
+    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
         call = body.get("call")
         return valid_id(call.get("id")) if isinstance(call, dict) else None
 
     def id_names(self, body: dict[str, Any]) -> IdNames:
         return CALL_ID
 
-    async def run(self, body: dict[str, Any], identifier: str | None) -> dict[str, Any]:
+    async def run(
+        self, body: dict[str, Any], identifier: str | None, msg: Incoming
+    ) -> dict[str, Any]:
         timeout = self.timeout
         context = None
         deadline = None

@@ -15,13 +15,15 @@ class ToolLists:
         self.worker = worker
         self.outgoing = outgoing
 
-    def identify(self, body: dict[str, Any]) -> str | None:
+    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
         return valid_id(body.get("name"))
 
     def id_names(self, body: dict[str, Any]) -> IdNames | None:
         return None  # the name keys the subjects, but a tool list is no call
 
-    async def run(self, body: dict[str, Any], identifier: str | None) -> ToolList:
+    async def run(
+        self, body: dict[str, Any], identifier: str | None, msg: Incoming
+    ) -> ToolList:
         return self.worker.list_tools(body)
 
     def publishes(

@@ -1,0 +1,210 @@
+"""`P.command` and `P.command.catalog`: the command protocol on the bus (docs/commands.md).
+
+A command is validated by the protocol, granted by the sandbox's `command_ids`, then dispatched to
+the handler bound to its validated id; its reply is also the `P.command.done.<id>.<K>` event, keyed
+by the request's `Interaction-Command-Id` header (or a fresh UUID). Commands are not calls: no
+ledger, no result or observation.
+"""
+
+import json
+import math
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ...commands import CommandDispatcher, CommandRejected
+from ...contracts.keys import headers_size, subject_key, valid_id
+from ...errors import (
+    CommandInvalid,
+    InvalidInput,
+    InvalidResult,
+    PermissionDenied,
+    ResultTooLarge,
+)
+from ...nodes import CommandContext, Sandbox
+from ..dead_letters import IdNames
+from ..incoming import Incoming
+from ..outgoing import JSON_HEADERS, Outgoing, Publish, event_headers, trace_headers
+
+COMMAND_ID_HEADER = "Interaction-Command-Id"
+COMMAND_ID = IdNames("commandId", COMMAND_ID_HEADER)
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """A dispatched command: the id its event is keyed by (the header's, or one the worker gave it),
+    and its reply."""
+
+    command_id: str
+    payload: bytes
+    name: str  # the validated command id (`reply`)
+
+
+def command_id(msg: Incoming) -> str | None:
+    """The request's `Interaction-Command-Id`, when it sent one; one that cannot key a subject (blank,
+    longer than 256 characters) is refused."""
+    raw = msg.headers.get(COMMAND_ID_HEADER) if msg.headers else None
+    if raw is None:
+        return None
+    if valid_id(raw) is None:
+        raise InvalidInput(
+            f"{COMMAND_ID_HEADER} must be a nonempty string of at most 256 characters"
+        )
+    return raw
+
+
+class Commands:
+    """Runs `P.command`: validation, the sandbox, the bound handler; the reply and the done event."""
+
+    def __init__(
+        self, dispatcher: CommandDispatcher, sandbox: Sandbox, outgoing: Outgoing
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.sandbox = sandbox
+        self.outgoing = outgoing
+
+    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
+        return command_id(msg)
+
+    def id_names(self, body: dict[str, Any]) -> IdNames:
+        return COMMAND_ID
+
+    async def run(
+        self, body: dict[str, Any], identifier: str | None, msg: Incoming
+    ) -> Dispatched:
+        try:
+            received = self.dispatcher.receive(body)
+        except CommandRejected as rejected:
+            raise CommandInvalid(
+                rejected.message, reason=rejected.code, path=rejected.path or ""
+            ) from None
+        name: str = received["id"]
+        if not self.sandbox.allows("command_ids", name):
+            raise PermissionDenied(f"Permission denied: command_ids:{name}")
+        given = identifier if identifier is not None else str(uuid.uuid4())
+        context = CommandContext(
+            command_id=given, subject=msg.subject, headers=dict(msg.headers or {})
+        )
+        reply = await self.dispatcher.run(received, context)
+        not_json = f"The handler of command {name} returned a value that is not JSON"
+        if not is_json_value(reply["result"]):
+            raise InvalidResult(not_json)
+        try:
+            payload = json.dumps(
+                {"id": name, "result": reply["result"]},
+                ensure_ascii=False,
+                allow_nan=False,
+                separators=(",", ":"),
+            ).encode()
+        except (ValueError, RecursionError):  # a cycle
+            raise InvalidResult(not_json) from None
+        return Dispatched(given, payload, name)
+
+    def publishes(
+        self, outcome: Dispatched, msg: Incoming, key: str, target: str | None
+    ) -> list[Publish]:
+        outgoing = self.outgoing
+        key = subject_key(outcome.command_id)
+        trace = trace_headers(msg.headers)
+        subject = outgoing.subjects.command_done(outcome.name, key)
+        headers = event_headers(
+            key=key,
+            id_header=COMMAND_ID_HEADER,
+            identifier=outcome.command_id,
+            status="success",
+            error_code=None,
+            msg_id=f"{outgoing.subjects.prefix}.command.done:{key}",
+            trace=trace,
+        )
+        if len(outcome.payload) + headers_size(headers) > outgoing.room():
+            raise ResultTooLarge(
+                "The command's result is larger than the server's max_payload"
+            )
+        event: Publish = (subject, outcome.payload, headers)
+        if not target:
+            return [event]
+        return [(target, outcome.payload, JSON_HEADERS), event]
+
+
+class Catalogs:
+    """Answers `P.command.catalog` with the commands the sandbox grants: their manifest and the
+    model schema, built once."""
+
+    def __init__(
+        self, dispatcher: CommandDispatcher, sandbox: Sandbox, outgoing: Outgoing
+    ) -> None:
+        self.outgoing = outgoing
+        protocol = dispatcher.protocol
+        granted = [sandbox.allows("command_ids", name) for name in protocol.ids]
+        manifest = [
+            entry for entry, ok in zip(dispatcher.catalog, granted, strict=True) if ok
+        ]
+        schemas = protocol.model_json_schema["anyOf"]
+        offered = [schema for schema, ok in zip(schemas, granted, strict=True) if ok]
+        # A schema no command matches: `anyOf` may not be empty (JSON Schema 2020-12).
+        model_schema: Any = {"anyOf": offered} if offered else False
+        self.payload = json.dumps(
+            {
+                "commandField": protocol.command_field,
+                "commands": manifest,
+                "modelJsonSchema": model_schema,
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode()
+
+    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
+        return None
+
+    def id_names(self, body: dict[str, Any]) -> IdNames | None:
+        return None
+
+    async def run(
+        self, body: dict[str, Any], identifier: str | None, msg: Incoming
+    ) -> bytes:
+        if body:
+            raise InvalidInput("A catalog request is the empty object {}")
+        return self.payload
+
+    def publishes(
+        self, outcome: bytes, msg: Incoming, key: str, target: str | None
+    ) -> list[Publish]:
+        return self.outgoing.reply(
+            target,
+            outcome,
+            "The command catalog is larger than the server's max_payload",
+        )
+
+
+_MAX_DEPTH = 512
+
+
+def is_json_value(value: object) -> bool:
+    """Whether `value` is made of JSON's types only: dicts with string keys, lists, strings, finite
+    numbers, booleans and None (no tuples, sets, dates, NaN, cycles)."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    # Containers checked once: a value shared twice is checked once, a cycle ends (and then fails
+    # to serialise).
+    seen: set[int] = set()
+    while stack:
+        item, depth = stack.pop()
+        if item is None or isinstance(item, (str, bool, int)):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+            continue
+        if depth >= _MAX_DEPTH:
+            return False
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if type(item) is dict:
+            if any(not isinstance(name, str) for name in item):
+                return False
+            stack.extend((child, depth + 1) for child in item.values())
+        elif type(item) is list:
+            stack.extend((child, depth + 1) for child in item)
+        else:
+            return False
+    return True
