@@ -1,5 +1,6 @@
 """`metrics.listen` (docs/configuration.md) and `run --metrics-listen` (docs/cli.md): the addresses
-each accepts, the one line naming the key for one it refuses, and the flag winning over the file."""
+each accepts, the one line naming the key for one it refuses, and the flag winning over the file; and
+the `console:` section's address and history."""
 
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 
 from interaction_worker.app import serve_options
 from interaction_worker.cli.main import main
-from interaction_worker.config import MetricsSettings, parse_settings
+from interaction_worker.config import ConsoleSettings, MetricsSettings, parse_settings
 from interaction_worker.errors import ConfigurationError
 
 RULE = "must be HOST:PORT such as 127.0.0.1:9464 (port 0: any free port), or null"
@@ -55,3 +56,32 @@ def test_run_refuses_a_metrics_listen_flag_that_is_not_host_and_port(
 
     assert usage.value.code == 2
     assert "--metrics-listen: must be HOST:PORT" in capsys.readouterr().err
+
+
+def test_the_console_section_sets_the_pages_address_and_history() -> None:
+    settings = parse_settings(
+        {"console": {"listen": "0.0.0.0:9000", "history": 50}}, base_dir=Path(".")
+    )
+
+    assert settings.console == ConsoleSettings(listen="0.0.0.0:9000", history=50)
+    assert settings.effective()["console"] == {"listen": "0.0.0.0:9000", "history": 50}
+    assert parse_settings(None, base_dir=Path(".")).console == ConsoleSettings(
+        listen="127.0.0.1:8765", history=200
+    )
+
+
+@pytest.mark.parametrize(
+    ("console", "problem"),
+    [
+        ({"listen": "8765"}, "console.listen must be HOST:PORT"),
+        ({"history": 0}, "console.history must be an integer from 1 to 100000"),
+        ({"size": 3}, "console.size"),
+    ],
+)
+def test_a_bad_console_section_is_refused_naming_the_key(
+    console: dict[str, object], problem: str
+) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        parse_settings({"console": console}, base_dir=Path("."))
+
+    assert problem in str(refused.value)

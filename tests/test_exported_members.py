@@ -13,7 +13,9 @@ import interaction_worker
 import interaction_worker.client
 import interaction_worker.commands
 import interaction_worker.config
+import interaction_worker.console
 import interaction_worker.contracts
+import interaction_worker.flows
 import interaction_worker.mcp
 import interaction_worker.nodes
 import interaction_worker.recording
@@ -26,7 +28,9 @@ PACKAGES = [
     pytest.param(interaction_worker.client, id="client"),
     pytest.param(interaction_worker.commands, id="commands"),
     pytest.param(interaction_worker.config, id="config"),
+    pytest.param(interaction_worker.console, id="console"),
     pytest.param(interaction_worker.contracts, id="contracts"),
+    pytest.param(interaction_worker.flows, id="flows"),
     pytest.param(interaction_worker.mcp, id="mcp"),
     pytest.param(interaction_worker.nodes, id="nodes"),
     pytest.param(interaction_worker.recording, id="recording"),
@@ -84,7 +88,9 @@ def test_isort_key_orders_constants_classes_then_the_rest() -> None:
         pytest.param(interaction_worker.client, id="client"),
     pytest.param(interaction_worker.commands, id="commands"),
         pytest.param(interaction_worker.config, id="config"),
-        pytest.param(interaction_worker.contracts, id="contracts"),
+        pytest.param(interaction_worker.console, id="console"),
+    pytest.param(interaction_worker.contracts, id="contracts"),
+    pytest.param(interaction_worker.flows, id="flows"),
         pytest.param(interaction_worker.mcp, id="mcp"),
         pytest.param(interaction_worker.nodes, id="nodes"),
         pytest.param(interaction_worker.sinks, id="sinks"),

@@ -353,6 +353,7 @@ def test_the_permissions_name_what_the_worker_configuration_names() -> None:
         f"{p}.tool.call",
         f"{p}.mcp.call",
         f"{p}.output.deliver",
+        f"{p}.tool.list",  # the console's form lists the tools
         f"$JS.API.STREAM.INFO.{events_stream}",
         f"$JS.API.CONSUMER.CREATE.{events_stream}",
         f"$JS.FC.{events_stream}.>",

@@ -30,7 +30,10 @@ CLIENT_NAME = "interaction-worker-console"
 
 
 def console(args: argparse.Namespace) -> int:
-    parsed = listen_address(args.listen)
+    project = find_project(args.config, env=os.environ, data_dir=args.data_dir)
+    settings = project.settings
+    listen = args.listen if args.listen is not None else settings.console.listen
+    parsed = listen_address(listen)
     if isinstance(parsed, Rule):
         raise UsageError(f"--listen {parsed.text}")
     host, port = parsed
@@ -38,8 +41,6 @@ def console(args: argparse.Namespace) -> int:
         check_listen(host, allow_remote=args.allow_remote)
     except RemoteNotAllowed as error:
         raise UsageError(str(error)) from None
-    project = find_project(args.config, env=os.environ, data_dir=args.data_dir)
-    settings = project.settings
     # Resolved once now, so that a bad configuration or environment is a usage error at start.
     first = resolve_target(
         project, os.environ, nats_url=args.nats_url, prefix=args.prefix
@@ -67,7 +68,7 @@ def console(args: argparse.Namespace) -> int:
             if sink.type == "nats" and sink.subject is not None
         ),
         events_stream=settings.durable.events_stream,
-        history=args.history,
+        history=args.history if args.history is not None else settings.console.history,
         inbox_prefix=settings.nats.inbox_prefix,
         timeout=args.timeout,
     )

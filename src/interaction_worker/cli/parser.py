@@ -415,9 +415,9 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
     console.add_argument(
         "--listen",
         type=_listen_address,
-        default="127.0.0.1:8765",
         metavar="ADDR",
-        help="HOST:PORT of the page (127.0.0.1:8765; port 0: any free one)",
+        help="HOST:PORT of the page (port 0: any free one; default: the file's "
+        "console.listen, 127.0.0.1:8765)",
     )
     console.add_argument(
         "--allow-remote",
@@ -428,9 +428,9 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
     console.add_argument(
         "--history",
         type=_positive_int,
-        default=200,
         metavar="N",
-        help="events kept for a page opened late, read first from the events stream (200)",
+        help="events kept for a page opened late, read first from the events stream "
+        "(default: the file's console.history, 200)",
     )
     _common(console, client_side=True)
 

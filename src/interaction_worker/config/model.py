@@ -183,6 +183,15 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True)
+class ConsoleSettings:
+    """`console:` (docs/console.md): where `interaction-worker console` serves its page, and how
+    many events a page opened late is shown; the command line's options win."""
+
+    listen: str = "127.0.0.1:8765"
+    history: int = 200
+
+
+@dataclass(frozen=True)
 class TracingSettings:
     """`tracing:` (operate.md 3): OpenTelemetry spans, exported as the standard `OTEL_*` variables
     say; needs the `otel` extra."""
@@ -216,6 +225,7 @@ class Settings:
     idempotency: IdempotencySettings = field(default_factory=IdempotencySettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     tracing: TracingSettings = field(default_factory=TracingSettings)
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
 
     def effective(self) -> dict[str, Any]:
         """The configuration in effect, as YAML-able data that `parse_settings` reads back.
@@ -287,6 +297,10 @@ class Settings:
             },
             "metrics": {"listen": self.metrics.listen},
             "tracing": {"enabled": self.tracing.enabled},
+            "console": {
+                "listen": self.console.listen,
+                "history": self.console.history,
+            },
         }
 
 

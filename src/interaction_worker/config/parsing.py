@@ -8,6 +8,7 @@ from .mcp import parse_mcp
 from .model import (
     COMMAND_NAMES,
     CommandSettings,
+    ConsoleSettings,
     DurableSettings,
     IdempotencySettings,
     MetricsSettings,
@@ -68,6 +69,7 @@ def parse_settings(data: object, *, base_dir: Path) -> Settings:
             idempotency=_idempotency(top),
             metrics=_metrics(top),
             tracing=_tracing(top),
+            console=_console(top),
         )
     inbox = settings.nats.inbox_prefix + "."
     # A check across two keys: only once each is valid on its own.
@@ -301,6 +303,18 @@ def _metrics(top: Section) -> MetricsSettings:
 
     with top.section("metrics") as s:
         return MetricsSettings(listen=s.get("listen", None, listen))
+
+
+def _console(top: Section) -> ConsoleSettings:
+    def listen(value: object) -> str | Rule:
+        address = listen_address(value)
+        return address if isinstance(address, Rule) else str(value)
+
+    with top.section("console") as s:
+        return ConsoleSettings(
+            listen=s.get("listen", "127.0.0.1:8765", listen),
+            history=s.integer("history", 200, 1, 100_000),
+        )
 
 
 def _tracing(top: Section) -> TracingSettings:
