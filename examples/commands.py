@@ -2,6 +2,11 @@
 
     python examples/commands.py
 
+and, served over NATS (docs/commands.md, "On the bus"), while another shell sends it commands:
+
+    interaction-worker run examples.commands:worker
+    interaction-worker command '{"type": "reply", "text": "A plain object can implement an interface."}'
+
 1. Define one explanatory command and validate what a model sends.
 2. Keep the same protocol, bind a handler to every command, and dispatch.
 3. Compile commands directly: `define_command`, `compile_commands`, `CommandCatalog`, `command_schema`.
@@ -15,9 +20,11 @@ from typing import Any
 
 from interaction_worker import (
     CommandCatalog,
+    CommandDispatcher,
     CommandProtocol,
     CommandRejected,
     Interaction,
+    InteractionWorker,
     command_schema,
     compile_commands,
     define_command,
@@ -60,8 +67,8 @@ def define_and_receive() -> CommandProtocol:
     return protocol
 
 
-async def bind_and_dispatch() -> None:
-    """Step 2: the same protocol plus `unavailable`, with a handler for each command."""
+def explanations() -> CommandDispatcher:
+    """The protocol of step 2: `reply` and `unavailable`, with a handler bound to each."""
     protocol = Interaction.define(
         command_field="type",
         commands={
@@ -73,7 +80,7 @@ async def bind_and_dispatch() -> None:
             },
         },
     )
-    dispatcher = Interaction.bind(
+    return Interaction.bind(
         protocol,
         {
             "reply": lambda value, context: "Explanation: " + str(value["text"]),
@@ -82,6 +89,15 @@ async def bind_and_dispatch() -> None:
             ),
         },
     )
+
+
+# `interaction-worker run examples.commands:worker` serves step 2's protocol on P.command.
+worker = InteractionWorker(commands=explanations())
+
+
+async def bind_and_dispatch() -> None:
+    """Step 2: the same protocol plus `unavailable`, with a handler for each command."""
+    dispatcher = explanations()
     show(
         "dispatch",
         await dispatcher.dispatch(
