@@ -386,6 +386,18 @@ def failure_cases(project: Run, scratch: Path) -> dict[str, dict[str, list[str]]
         "path": ["command", "--catalog", *missing],
         "server": ["command", '{"type": "reply"}', *nowhere],
     }
+    # A model server that is not there: the flow ends with MODEL_ERROR, and its result is printed.
+    model = ["--model", "m", "--model-url", f"http://127.0.0.1:{closed_port()}/v1"]
+    cases["react"] = {
+        "pipe": ["react", "question", *model, "--action", "pwd", *served],
+        "path": ["react", "question", *model, *missing],
+        "server": ["react", "question", *model, *nowhere],
+    }
+    # The console waits for its server (the page shows it disconnected) instead of ending.
+    cases["console"] = {
+        "pipe": ["console", "--listen", "127.0.0.1:0", *served],
+        "path": ["console", *missing],
+    }
     # record writes nothing on stdout: no broken pipe to end on.
     cases["record"] = {
         "path": ["record", "--out", str(scratch / "missing" / "r.jsonl"), *served],

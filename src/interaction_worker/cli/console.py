@@ -91,10 +91,11 @@ async def _serve(console: Console, host: str, port: int) -> int:
     except ListenError as error:
         print(f"interaction-worker: {error}", file=sys.stderr, flush=True)
         return EXIT_FAILED
-    print(f"console {url}/", flush=True)
     waiting = asyncio.ensure_future(stop.wait())
     serving = asyncio.ensure_future(console.wait())
     try:
+        # Inside: a reader of stdout that went away (BrokenPipeError) still stops the console first.
+        print(f"console {url}/", flush=True)
         await asyncio.wait({waiting, serving}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         waiting.cancel()

@@ -102,6 +102,12 @@ class BusFeed:
             try:
                 nc = await self._connect(_setter(lost))
             except Exception as error:
+                if (
+                    wait == self._retry_wait
+                ):  # the first failure of a streak: say so once
+                    _LOGGER.warning(
+                        "console: not connected to NATS, retrying: %s", _one_line(error)
+                    )
                 self.hub.set_status(connected=False, detail=_one_line(error))
                 await asyncio.sleep(wait)
                 wait = min(wait * 2, self._max_retry_wait)
