@@ -256,7 +256,20 @@ def noop_worker(args: argparse.Namespace) -> Any:
         tools=[Noop(args.sleep)],
         sandbox=Sandbox(tools=["noop"]),
         concurrency=args.concurrency,
+        commands=noop_commands() if args.commands else None,
     )
+
+
+def noop_commands() -> Any:
+    """A command protocol of one command, `{"type": "noop"}`, whose handler does nothing: the
+    command path's own cost, as the no-op tool measures the tool path's."""
+    from interaction_worker import Interaction
+
+    protocol = Interaction.define(
+        command_field="type",
+        commands={"noop": {"category": "action", "fields": {}}},
+    )
+    return Interaction.bind(protocol, {"noop": lambda value, context: None})
 
 
 def serve_worker(args: argparse.Namespace) -> dict[str, Any]:
@@ -375,6 +388,11 @@ def main() -> None:
     )
     parser.add_argument("url")
     parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument(
+        "--commands",
+        action="store_true",
+        help="worker: also serve a no-op command protocol on P.command",
+    )
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument("--max-pending", type=int, default=1000)
     parser.add_argument(

@@ -45,6 +45,9 @@ RAW = "raw nats-py + pydantic"
 FASTSTREAM = "plain FastStream handler"
 WORKER = "interaction-worker (nats-py binding)"
 WORKER_LEDGER = "interaction-worker (nats-py binding), idempotency ledger"
+# The command protocol's path (docs/commands.md), a no-op command against the no-op tool call.
+WORKER_COMMAND = "interaction-worker (nats-py binding), no-op command"
+COMMAND_SUBJECT = "interaction.command"
 ROUTER = "interaction-worker (FastStream router)"
 RAW_UVLOOP = "raw nats-py + pydantic, on uvloop"
 # For reference, beside the router at 256 in flight: FastStream's own concurrency under the plain
@@ -166,6 +169,11 @@ def body(name: str = "noop") -> bytes:
     return json.dumps({"call": {"id": call_id, "name": name, "arguments": {}}}).encode()
 
 
+def command_body() -> bytes:
+    """The no-op command (`responders.py --commands`): the same size of JSON as a call's body."""
+    return b'{"type": "noop"}'
+
+
 @dataclass
 class Figures:
     label: str
@@ -187,7 +195,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def sliding_window(
-    nc: Client, subject: str, n: int, window: int
+    nc: Client,
+    subject: str,
+    n: int,
+    window: int,
+    make: Callable[[], bytes] = body,
 ) -> tuple[float, list[float]]:
     latencies: list[float] = []
     counter = iter(range(n))
@@ -195,7 +207,7 @@ async def sliding_window(
     async def lane() -> None:
         for _ in counter:
             start = time.perf_counter()
-            await nc.request(subject, body(), timeout=30)
+            await nc.request(subject, make(), timeout=30)
             latencies.append(time.perf_counter() - start)
 
     start = time.perf_counter()
@@ -204,12 +216,18 @@ async def sliding_window(
 
 
 async def request_reply(
-    label: str, responder: Responder, url: str, subject: str, n: int, window: int
+    label: str,
+    responder: Responder,
+    url: str,
+    subject: str,
+    n: int,
+    window: int,
+    make: Callable[[], bytes] = body,
 ) -> Figures:
     nc = await nats.connect(url)
-    await sliding_window(nc, subject, min(WARM_UP, n), window)
+    await sliding_window(nc, subject, min(WARM_UP, n), window, make)
     cpu0 = responder.cpu_seconds()
-    rate, latencies = await sliding_window(nc, subject, n, window)
+    rate, latencies = await sliding_window(nc, subject, n, window, make)
     cpu = responder.cpu_seconds() - cpu0
     await nc.close()
     return Figures(
@@ -494,6 +512,16 @@ async def run(
                     ("--concurrency", "1"),
                     name="router-c1",
                 ),
+                *(
+                    Cell(
+                        "worker",
+                        WORKER_COMMAND,
+                        window,
+                        ("--commands",),
+                        name="worker-command",
+                    )
+                    for window in (64, 256)
+                ),
                 Cell("raw", labels["raw"], 0, mode=FIRE_AND_FORGET),
                 Cell(
                     "worker",
@@ -557,13 +585,15 @@ async def run(
                         else:
                             n = n_seq if cell.window == 1 else n_rr
                             sent = min(WARM_UP, n) + n
+                            command = cell.name == "worker-command"
                             figures = await request_reply(
                                 cell.label,
                                 responder,
                                 url,
-                                subjects[cell.kind],
+                                COMMAND_SUBJECT if command else subjects[cell.kind],
                                 n,
                                 cell.window,
+                                command_body if command else body,
                             )
                     finally:
                         stats = responder.stop()
@@ -726,6 +756,17 @@ def ratios(rows: list[Figures]) -> list[Ratio]:
                 lambda v: v <= 35 / 9.6,
             ),
         ]
+    for window, tool_call in ((64, w64), (256, w256)):
+        command_row = find(WORKER_COMMAND, f"req/reply, {window} in flight")
+        if command_row and tool_call:
+            found.append(
+                Ratio(
+                    f"no-op command / no-op tool call, {window} in flight (req/s)",
+                    command_row.rate / tool_call.rate,
+                    "≥ 0.9",
+                    lambda v: v >= 0.9,
+                )
+            )
     if fs256 and r256:
         found += [
             Ratio(
@@ -966,7 +1007,7 @@ def main() -> None:
         action="append",
         metavar="CELL[,CELL]",
         help="measure only these cells, e.g. `--only router/256,faststream/256` (KIND/SCENARIO: "
-        "kinds raw, raw-uvloop, faststream, worker, worker-ledger, router, and at 256 faststream-mw64, "
+        "kinds raw, raw-uvloop, faststream, worker, worker-ledger, router, worker-command (64, 256), and at 256 faststream-mw64, "
         "router-c1; "
         "scenarios 1, 64, 256 in flight, ff, io; durable mode, 1 and 64 in flight: raw-durable, "
         "worker-durable, worker-durable-ledger; also `floor`, `backlog`; an unknown name lists "

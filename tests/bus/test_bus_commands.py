@@ -46,7 +46,10 @@ class Handlers:
 
     def odd(self, value: dict[str, Any], context: Any) -> Any:
         self.calls.append(("odd", value, context))
+        cycle: list[Any] = []
+        cycle.append(cycle)
         kinds: dict[str, Any] = {
+            "cycle": cycle,
             "set": {1, 2},
             "date": datetime.date(2026, 12, 1),
             "nan": float("nan"),
@@ -305,7 +308,7 @@ async def test_a_handler_that_raises_is_internal_and_its_text_never_leaves(
     assert bus.events() == []
 
 
-@pytest.mark.parametrize("kind", ["set", "date", "nan", "tuple", "keys"])
+@pytest.mark.parametrize("kind", ["set", "date", "nan", "tuple", "keys", "cycle"])
 async def test_a_result_that_is_not_json_is_invalid_result(
     serve: Serve, kind: str
 ) -> None:

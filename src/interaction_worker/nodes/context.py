@@ -33,7 +33,7 @@ class DeliveryContext:
     deadline: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CommandContext:
     """Passed to a command's handler as its context when a worker dispatches it from the bus.
 

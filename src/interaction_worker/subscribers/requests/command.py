@@ -8,9 +8,13 @@ ledger, no result or observation.
 
 import json
 import math
-import uuid
+import random
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
+
+from pydantic_core import to_json
 
 from ...commands import CommandDispatcher, CommandRejected
 from ...contracts.keys import headers_size, subject_key, valid_id
@@ -81,23 +85,21 @@ class Commands:
         name: str = received["id"]
         if not self.sandbox.allows("command_ids", name):
             raise PermissionDenied(f"Permission denied: command_ids:{name}")
-        given = identifier if identifier is not None else str(uuid.uuid4())
-        context = CommandContext(
-            command_id=given, subject=msg.subject, headers=dict(msg.headers or {})
-        )
+        given = identifier if identifier is not None else fresh_uuid()
+        context = CommandContext(given, msg.subject, msg.headers or _NO_HEADERS)
         reply = await self.dispatcher.run(received, context)
-        not_json = f"The handler of command {name} returned a value that is not JSON"
-        if not is_json_value(reply["result"]):
-            raise InvalidResult(not_json)
+        result = reply["result"]
         try:
-            payload = json.dumps(
-                {"id": name, "result": reply["result"]},
-                ensure_ascii=False,
-                allow_nan=False,
-                separators=(",", ":"),
-            ).encode()
-        except (ValueError, RecursionError):  # a cycle
-            raise InvalidResult(not_json) from None
+            if not is_json_value(result):
+                raise ValueError("not JSON")
+            # Only JSON's types from here: pydantic's encoder writes them as json.dumps would.
+            payload = to_json({"id": name, "result": result})
+        except (
+            ValueError
+        ):  # or a cycle, which the check lets through and the encoder refuses
+            raise InvalidResult(
+                f"The handler of command {name} returned a value that is not JSON"
+            ) from None
         return Dispatched(given, payload, name)
 
     def publishes(
@@ -177,6 +179,22 @@ class Catalogs:
 
 
 _MAX_DEPTH = 512
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+# Random bits for the ids given to commands sent without one: unique, not secret (they key public
+# events), so the process's seeded generator serves instead of a system call per command.
+_random = random.Random()
+
+
+def fresh_uuid() -> str:
+    """A random (version 4) UUID, as `str(uuid.uuid4())` writes one."""
+    bits = _random.getrandbits(128) & _UUID_CLEAR | _UUID_SET
+    h = f"{bits:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+# The version (4) and variant (RFC 4122) bits of a UUID.
+_UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID_SET = (0x4000 << 64) | (0x8000 << 48)
 
 
 def is_json_value(value: object) -> bool:
