@@ -520,6 +520,8 @@ async def test_each_committed_user_can_do_its_job_and_nothing_else(
             )
             assert receipt.status == "accepted"
             await delivered.until("deliveries.perm-3")
+            # The console's form lists the tools the worker offers.
+            assert "count" in [tool.name for tool in await console.list_tools()]
             # and reads the events' history through an ephemeral ordered consumer, but may not
             # leave a durable consumer behind on the events stream.
             history = await operator.nc.jetstream().subscribe(
