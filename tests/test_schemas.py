@@ -2,7 +2,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import pytest
 
 from interaction_worker.asyncapi import ASYNCAPI_FILE, asyncapi_document, asyncapi_text
