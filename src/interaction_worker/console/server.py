@@ -2,12 +2,11 @@
 keep the pages' streams alive, started and stopped together."""
 
 import asyncio
-import contextlib
 import socket
-from collections.abc import Iterator
 
 import uvicorn
 
+from ..monitoring.http import CannotListen, LoopServer, listen, serving, url_of
 from .access import Access
 from .app import console_app
 from .bus import BusFeed, Connector, FeedOptions
@@ -21,23 +20,13 @@ class ListenError(Exception):
     """The console cannot listen on the address asked for."""
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, without its own signal handling (the console's caller owns the process's
-    signals) and ending the pages' streams as soon as it is told to stop: an open event stream
-    would otherwise hold the shutdown for its whole grace period."""
+class _Server(LoopServer):
+    """uvicorn's server ending the pages' streams as soon as it is told to stop: an open event
+    stream would otherwise hold the shutdown for its whole grace period."""
 
     def __init__(self, config: uvicorn.Config, hub: Hub) -> None:
         super().__init__(config)
         self.hub = hub
-        self.listening = asyncio.Event()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        self.listening.set()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.hub.close()
@@ -75,8 +64,10 @@ class Console:
         Raises:
             ListenError: the address cannot be listened on.
         """
-        sock = await _listen(host, port)
-        bound_host, bound_port = sock.getsockname()[:2]
+        try:
+            sock = await listen(host, port)
+        except CannotListen as error:
+            raise ListenError(str(error)) from None
         config = uvicorn.Config(
             console_app(self.hub, self.feed, self.access),
             log_config=None,
@@ -87,22 +78,14 @@ class Console:
         )
         server = self._server = _Server(config, self.hub)
         self._tasks = [
-            asyncio.create_task(server.serve(sockets=[sock])),
+            await serving(server, sock),
             asyncio.create_task(self.feed.run()),
             asyncio.create_task(self._ping()),
         ]
-        listening = asyncio.ensure_future(server.listening.wait())
-        try:
-            await asyncio.wait(
-                {self._tasks[0], listening}, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            listening.cancel()
         if not server.listening.is_set():
             await self.stop()
             raise ListenError(f"cannot serve on {host}:{port}")
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        self.url = f"http://{shown}:{bound_port}"
+        self.url = url_of(sock)
         return self.url
 
     async def wait(self) -> None:
@@ -123,14 +106,3 @@ class Console:
         while True:
             await asyncio.sleep(PING_INTERVAL)
             self.hub.ping()
-
-
-async def _listen(host: str, port: int) -> socket.socket:
-    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    loop = asyncio.get_running_loop()
-    try:
-        found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        return socket.create_server((host, port), family=found[0][0])
-    except OSError as error:
-        reason = (error.strerror or type(error).__name__).lower()
-        raise ListenError(f"cannot listen on {where}: {reason}") from None

@@ -8,10 +8,7 @@ any free port) is known before anything serves.
 """
 
 import asyncio
-import contextlib
 import logging
-import socket
-from collections.abc import Iterator
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -23,6 +20,7 @@ from starlette.routing import Route
 
 from ..errors import ServeError
 from .collector import WorkerCollector
+from .http import CannotListen, LoopServer, listen, serving, url_of
 from .state import ServiceState
 
 _LOGGER = logging.getLogger("interaction_worker")
@@ -56,7 +54,7 @@ def monitor_app(state: ServiceState, registry: CollectorRegistry) -> Starlette:
     )
 
 
-class _Server(uvicorn.Server):
+class _Server(LoopServer):
     """uvicorn's server, minus two things the worker does itself: signal handling (the worker's
     `serve` owns SIGTERM and SIGINT, and stops this server as part of its shutdown), and the main
     loop's wake-up every 0.1 s to see whether it should exit (it is told instead): an idle worker's
@@ -65,16 +63,7 @@ class _Server(uvicorn.Server):
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
-        self.listening = asyncio.Event()
         self.stopping = asyncio.Event()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        self.listening.set()
 
     async def main_loop(self) -> None:
         await self.stopping.wait()
@@ -104,8 +93,10 @@ class Monitor:
         Raises:
             ServeError: the address cannot be listened on (in use, not this machine's).
         """
-        sock = await _listen(host, port)
-        bound_host, bound_port = sock.getsockname()[:2]
+        try:
+            sock = await listen(host, port)
+        except CannotListen as error:
+            raise ServeError(f"metrics.listen: {error}") from None
         config = uvicorn.Config(
             monitor_app(self.state, self.registry),
             log_config=None,
@@ -115,17 +106,11 @@ class Monitor:
             timeout_graceful_shutdown=_GRACE,
         )
         server = self._server = _Server(config)
-        task = self._task = asyncio.create_task(server.serve(sockets=[sock]))
-        listening = asyncio.ensure_future(server.listening.wait())
-        try:
-            await asyncio.wait({task, listening}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            listening.cancel()
+        task = self._task = await serving(server, sock)
         if not server.listening.is_set():
             task.result()  # uvicorn's own failure, if it raised one
             raise ServeError("metrics.listen: the HTTP server stopped as it started")
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        self.url = f"http://{shown}:{bound_port}"
+        self.url = url_of(sock)
         return self.url
 
     async def stop(self) -> None:
@@ -134,16 +119,3 @@ class Monitor:
         self._server.should_exit = True
         self._server.stopping.set()
         await asyncio.wait({self._task})
-
-
-async def _listen(host: str, port: int) -> socket.socket:
-    where = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
-    loop = asyncio.get_running_loop()
-    try:
-        found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        return socket.create_server((host, port), family=found[0][0])
-    except OSError as error:
-        reason = (error.strerror or type(error).__name__).lower()
-        raise ServeError(
-            f"metrics.listen: cannot listen on {where}: {reason}"
-        ) from None

@@ -1,0 +1,69 @@
+"""uvicorn inside a process that owns its event loop and its signals: the metrics endpoints of a served
+worker (`server.py`) and the operator console serve their Starlette apps this way.
+
+The listening socket is bound before uvicorn gets it: a busy port fails at once with one line, and the
+bound address (port 0: any free port) is known before anything serves.
+"""
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
+
+import uvicorn
+
+
+class CannotListen(Exception):
+    """The address cannot be listened on: `cannot listen on HOST:PORT: reason`."""
+
+
+class LoopServer(uvicorn.Server):
+    """uvicorn's server without its own signal handling (the process's owner stops it), with an
+    event set once it listens."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.listening.set()
+
+
+async def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on `host:port`.
+
+    Raises:
+        CannotListen: in use, not this machine's address, not an address.
+    """
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    loop = asyncio.get_running_loop()
+    try:
+        found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        return socket.create_server((host, port), family=found[0][0])
+    except OSError as error:
+        reason = (error.strerror or type(error).__name__).lower()
+        raise CannotListen(f"cannot listen on {where}: {reason}") from None
+
+
+async def serving(server: LoopServer, sock: socket.socket) -> asyncio.Task[None]:
+    """`server` serving on `sock` in a task, returned once it listens or has ended (it failed to
+    start: `server.listening` is not set)."""
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    listening = asyncio.ensure_future(server.listening.wait())
+    try:
+        await asyncio.wait({task, listening}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        listening.cancel()
+    return task
+
+
+def url_of(sock: socket.socket) -> str:
+    """`http://HOST:PORT` of a listening socket (an IPv6 host in brackets)."""
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
