@@ -21,6 +21,7 @@ from ..flows import (
 )
 from .output import UsageError, emit
 from .parser import EXIT_FAILED, EXIT_OK
+from .requests import connect_client, refused
 
 CLIENT_NAME = "interaction-worker-react"
 MODEL_URL_VARIABLE = "INTERACTION_MODEL_URL"
@@ -50,20 +51,12 @@ def _mcp_target(item: str) -> McpTarget:
 async def _react(
     args: argparse.Namespace, model: OpenAICompatibleModel, targets: list[McpTarget]
 ) -> int:
-    client = await InteractionClient.connect(
-        args.nats_url,
-        args.config,
-        data_dir=args.data_dir,
-        prefix=args.prefix,
-        timeout=args.timeout,
-        name=CLIENT_NAME,
-    )
+    client = await connect_client(args, CLIENT_NAME)
     async with client, model:
         try:
             actions = await _actions(client, args.action, targets)
         except InteractionRequestError as error:
-            emit({"error": {"code": error.code, "message": error.message}})
-            return EXIT_FAILED
+            return refused(error)
         try:
             flow_input = ReactFlowInput(
                 messages=[Message(role="user", content=args.question)],

@@ -21,21 +21,28 @@ def _ask(
     """Connect as the command line finds the worker, run `work`, and close."""
 
     async def session() -> T:
-        client = await InteractionClient.connect(
-            args.nats_url,
-            args.config,
-            data_dir=args.data_dir,
-            prefix=args.prefix,
-            timeout=args.timeout,
-            name=CLIENT_NAME,
-        )
-        async with client:
+        async with await connect_client(args, CLIENT_NAME) as client:
             return await work(client)
 
     return asyncio.run(session())
 
 
-def _refused(error: InteractionRequestError) -> int:
+async def connect_client(
+    args: argparse.Namespace, name: str = CLIENT_NAME
+) -> InteractionClient:
+    """A client of the worker the command line finds (`--nats-url`, `--config`, `--data-dir`,
+    `--prefix`, `--timeout`)."""
+    return await InteractionClient.connect(
+        args.nats_url,
+        args.config,
+        data_dir=args.data_dir,
+        prefix=args.prefix,
+        timeout=args.timeout,
+        name=name,
+    )
+
+
+def refused(error: InteractionRequestError) -> int:
     """An error reply, printed as the worker sent it."""
     printed: dict[str, Any] = {"code": error.code, "message": error.message}
     if error.reason is not None:
@@ -97,7 +104,7 @@ def call(args: argparse.Namespace) -> int:
             lambda c: c.call_tool(call["name"], call["arguments"], call_id=call["id"]),
         )
     except InteractionRequestError as error:
-        return _refused(error)
+        return refused(error)
     return _print_outcome(outcome)
 
 
@@ -112,7 +119,7 @@ def tools(args: argparse.Namespace) -> int:
     try:
         found = _ask(args, lambda c: c.list_tools(args.name))
     except InteractionRequestError as error:
-        return _refused(error)
+        return refused(error)
     definitions = [definition.to_wire() for definition in found]
     if args.json or not is_terminal():
         for definition in definitions:
@@ -183,7 +190,7 @@ def mcp_discover(args: argparse.Namespace) -> int:
     try:
         found = _ask(args, lambda c: c.mcp_discover(args.server))
     except InteractionRequestError as error:
-        return _refused(error)
+        return refused(error)
     emit(found.to_wire())
     return EXIT_OK
 
@@ -198,7 +205,7 @@ def mcp_invoke(args: argparse.Namespace) -> int:
             ),
         )
     except InteractionRequestError as error:
-        return _refused(error)
+        return refused(error)
     emit({"operation": "invoke", "result": outcome.result.to_wire()})
     emit(outcome.observation.to_wire())
     return EXIT_OK if outcome.result.status == "success" else EXIT_FAILED
@@ -227,7 +234,7 @@ def deliver(args: argparse.Namespace) -> int:
     try:
         receipt = _ask(args, lambda c: c.deliver(body))
     except InteractionRequestError as error:
-        return _refused(error)
+        return refused(error)
     emit(receipt.to_wire())
     return EXIT_OK if receipt.status == "accepted" else EXIT_FAILED
 
@@ -239,7 +246,7 @@ def command(args: argparse.Namespace) -> int:
         try:
             catalog = _ask(args, lambda c: c.command_catalog())
         except InteractionRequestError as error:
-            return _refused(error)
+            return refused(error)
         emit(catalog)
         return EXIT_OK
     if args.value is None:
@@ -257,6 +264,6 @@ def command(args: argparse.Namespace) -> int:
     try:
         reply = _ask(args, lambda c: c.command(value, command_id=args.id))
     except InteractionRequestError as error:
-        return _refused(error)
+        return refused(error)
     emit(reply)
     return EXIT_OK
