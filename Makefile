@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NPM_DIR := tests/mcp/npm
 NPM_STAMP := $(NPM_DIR)/node_modules/.installed
 
-.PHONY: install test test-slow lint typecheck pytest run bench schema clean
+.PHONY: install test test-slow lint typecheck pytest run bench bench-instructions schema clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ run: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# Instructions per call under valgrind's callgrind (docs/benchmarks.md): slow, but steady on a busy machine.
+bench-instructions: $(STAMP)
+	$(BIN)/python bench/instructions.py
 
 schema: $(STAMP)
 	$(BIN)/interaction-worker schema --out docs/schemas

@@ -2,6 +2,11 @@
 
 KIND is one of:
   raw         nats-py + pydantic: parse the `{"call": …}` request, reply with a result of the same size
+  echo        nats-py alone on `bench.echo`: each request answered with a no-op call's three
+              messages (reply, result and observation events, the worker's headers) by `publish`
+  echo-wire   the same three messages through the worker's publishing adapter
+  echo-bytes  the same through the adapter, their header blocks encoded once at start-up: what
+              nats-py's parse and its connection's queueing cost, beside the adapter's framing
   faststream  the same written the obvious FastStream way (default settings, default logging)
   worker      interaction-worker with a no-op (or sleeping) tool, served as `interaction-worker run`
               serves it: its nats-py binding, on uvloop (see src/interaction_worker/event_loop.py)
@@ -67,6 +72,65 @@ class Result(BaseModel):
     content: str
 
 
+# A no-op call's three messages, with the headers the worker gives a success (`call_messages`).
+CALL_ID = "call-0123456789abcdef"
+REPLY_HEADERS = {"Content-Type": "application/json"}
+_EVENT_HEADERS = {
+    "Content-Type": "application/json",
+    "Interaction-Key": CALL_ID,
+    "Interaction-Call-Id": CALL_ID,
+    "Interaction-Status": "success",
+}
+RESULT_HEADERS = {**_EVENT_HEADERS, "Nats-Msg-Id": f"interaction.tool.result:{CALL_ID}"}
+OBSERVATION_HEADERS = {
+    **_EVENT_HEADERS,
+    "Nats-Msg-Id": f"interaction.tool.observation:{CALL_ID}",
+}
+RESULT_JSON = json.dumps(
+    {"callId": CALL_ID, "source": "noop", "status": "success", "content": CONTENT},
+    separators=(",", ":"),
+).encode()
+
+
+def call_messages(
+    reply: str, encoded: bool = False
+) -> list[tuple[str, bytes, dict[str, str]]]:
+    """`encoded`: the header sets carry their blocks already encoded (the worker's `WireHeaders`),
+    so that the adapter only frames and queues them."""
+    headers = ENCODED_HEADERS if encoded else PLAIN_HEADERS
+    return [
+        (reply, RESULT_JSON, headers[0]),
+        (f"interaction.tool.result.{CALL_ID}", RESULT_JSON, headers[1]),
+        (f"interaction.tool.observation.{CALL_ID}", RESULT_JSON, headers[2]),
+    ]
+
+
+PLAIN_HEADERS = (REPLY_HEADERS, RESULT_HEADERS, OBSERVATION_HEADERS)
+ENCODED_HEADERS: tuple[dict[str, str], ...] = ()
+
+
+def encode_headers() -> None:
+    """The `echo-bytes` header sets, encoded once, as the worker's `outgoing` encodes them."""
+    from interaction_worker.subscribers.outgoing import wire_headers
+
+    global ENCODED_HEADERS
+    ENCODED_HEADERS = tuple(
+        wire_headers(
+            headers,
+            "NATS/1.0\r\n"
+            + "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+            + "\r\n",
+        )
+        for headers in PLAIN_HEADERS
+    )
+
+
+def wire_sender(nc: Any) -> Any:
+    from interaction_worker.subscribers.wire_publish import WirePublisher
+
+    return WirePublisher(nc).publish
+
+
 def result_for(request: Request) -> Result:
     return Result(
         callId=request.call.id,
@@ -120,6 +184,38 @@ async def serve(args: argparse.Namespace) -> dict[str, Any]:
         await nc.subscribe(
             "bench.raw",
             cb=on_request,
+            pending_msgs_limit=1_000_000,
+            pending_bytes_limit=1 << 30,
+        )
+        await nc.flush()
+        print("ready", flush=True)
+        await stop.wait()
+        await nc.drain()
+        return stats
+
+    if args.kind in ("echo", "echo-wire", "echo-bytes"):
+        # The wire alone, for the instruction counts of `bench/instructions.py`: each request
+        # answered with a no-op call's three messages (the reply and two events, with the worker's
+        # headers) and nothing else; `echo` through nats-py's `publish`, `echo-wire` through the
+        # worker's publishing adapter.
+        nc = await nats.connect(args.url, skip_subject_validation=True)
+        send = wire_sender(nc) if args.kind != "echo" else None
+        if args.kind == "echo-bytes":
+            encode_headers()
+        publish = nc.publish
+        encoded = args.kind == "echo-bytes"
+
+        async def on_echo(msg: Any) -> None:
+            messages = call_messages(msg.reply, encoded)
+            if send is not None:
+                await send(messages)
+                return
+            for subject, payload, headers in messages:
+                await publish(subject, payload, headers=headers)
+
+        await nc.subscribe(
+            "bench.echo",
+            cb=on_echo,
             pending_msgs_limit=1_000_000,
             pending_bytes_limit=1 << 30,
         )
@@ -377,6 +473,9 @@ def main() -> None:
         "kind",
         choices=[
             "raw",
+            "echo",
+            "echo-wire",
+            "echo-bytes",
             "raw-durable",
             "faststream",
             "worker",

@@ -48,6 +48,7 @@ from .ledger_store import JetStreamStore
 from .nats_binding import NatsBinding
 from .outgoing import Publish
 from .subjects import Kind
+from .wire_publish import WirePublisher
 
 _LOGGER = logging.getLogger("interaction_worker")
 # Seconds one fetch waits for messages; a free slot held by an idle fetch is lost to the other
@@ -72,6 +73,7 @@ class DurableBinding:
         traced: Callable[[Publisher], Publisher] | None = None,
     ) -> None:
         self.client = client
+        self._wire = WirePublisher(client)
         self.handler = handler
         self.queue = queue
         self.settings = settings
@@ -244,9 +246,7 @@ class DurableBinding:
         return delays[min(number, len(delays)) - 1]
 
     async def _publish(self, publishes: list[Publish]) -> None:
-        publish = self.client.publish
-        for subject, payload, headers in publishes:
-            await publish(subject, payload, headers=headers)
+        await self._wire.publish(publishes)
 
     async def stop(self, grace: float) -> None:
         """Stop fetching; let running messages finish within `grace`, then cancel them (their

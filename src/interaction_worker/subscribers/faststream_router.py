@@ -22,7 +22,7 @@ when it is answered. With concurrency 1 the call runs inside the subscriber, as 
 What differs from a handler written the obvious FastStream way, and why:
 
 - The reply, events and dead letters are published straight on the broker's nats-py connection
-  (`Client.publish`, the same call as the nats-py binding), not through `broker.publish`. FastStream's
+  (through `wire_publish`, as the nats-py binding publishes), not through `broker.publish`. FastStream's
   publish pipeline (a publish command, the broker's publish middlewares, a fresh uuid4
   `correlation_id`, its `content-type`/`correlation_id` headers) would add nothing to a body that is
   already encoded and to headers that are already the wire's (docs/wire.md), and it costs more than
@@ -61,6 +61,7 @@ from .handler import MessageHandler
 from .incoming import Incoming
 from .ledger_store import JetStreamStore
 from .subjects import Kind
+from .wire_publish import WirePublisher
 
 _LOGGER = logging.getLogger("interaction_worker")
 
@@ -102,16 +103,21 @@ def _subscribe(
         decoder=_incoming,
     )
 
+    wire: WirePublisher | None = (
+        None  # the publishing adapter of the broker's connection
+    )
+
     async def serve(incoming: Incoming) -> None:
+        nonlocal wire
         # The subscriber's connection is its broker's: known only once that broker has connected,
         # and its server's max_payload with it (a reconnection may change both).
         connection = subscriber.connection
         handler.max_payload = connection.max_payload or handler.max_payload
         if ledger_store is not None:
             ledger_store.bind(connection)
-        publish = connection.publish
-        for target, payload, headers in await handler.handle(kind, incoming):
-            await publish(target, payload, headers=headers)
+        if wire is None or wire.client is not connection:
+            wire = WirePublisher(connection)
+        await wire.publish(await handler.handle(kind, incoming))
 
     if concurrency == 1:
         subscriber(serve)

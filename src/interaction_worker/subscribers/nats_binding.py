@@ -17,6 +17,7 @@ from .incoming import Incoming
 from .ledger_store import JetStreamStore
 from .outgoing import Publish
 from .subjects import Kind
+from .wire_publish import WirePublisher
 
 _LOGGER = logging.getLogger("interaction_worker")
 
@@ -52,9 +53,10 @@ class NatsBinding:
         self.handler = handler
         self.queue = queue
         self.logger = logger
+        self._wire = WirePublisher(client)
         self.dispatcher = Dispatcher(
             handler,
-            self._publish if traced is None else traced(self._publish),
+            self._wire.publish if traced is None else traced(self._publish),
             concurrency=concurrency,
             max_pending=max_pending,
             logger=logger,
@@ -63,9 +65,7 @@ class NatsBinding:
         self._pending_limit = max(65536, max_pending * 16)
 
     async def _publish(self, publishes: list[Publish]) -> None:
-        publish = self.client.publish
-        for subject, payload, headers in publishes:
-            await publish(subject, payload, headers=headers)
+        await self._wire.publish(publishes)
 
     async def start(self) -> None:
         """Subscribe; with a ledger, its bucket is created or bound first.

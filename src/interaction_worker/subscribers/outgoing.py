@@ -2,18 +2,81 @@
 (wire.md 1 and 3)."""
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic_core import to_json
 
 from ..contracts import OutputReceipt
 from ..contracts import validation as check
+from ..contracts.common import RESULT_STATUSES
 from ..contracts.keys import headers_size, is_safe_header_value
 from ..errors import ResultTooLarge
 from ..nodes import shortened_observation, wire_observation
 from .subjects import Subjects
 
-JSON_HEADERS = {"Content-Type": "application/json"}
+
+class WireHeaders(dict[str, str]):
+    """Headers that carry their NATS/1.0 block, `wire`, encoded as nats-py encodes them, so the
+    publishing adapter (`wire_publish`) writes it as it is instead of encoding each header again.
+
+    Read-only, so the block always says what the dict says; a copy (`dict(h)`, `{**h, …}`) is a
+    plain dict, encoded when published."""
+
+    __slots__ = ("wire",)
+    wire: bytes
+
+    def _read_only(self) -> NoReturn:
+        raise TypeError("WireHeaders are read-only: copy them to change them")
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self._read_only()
+
+    def __delitem__(self, key: str) -> None:
+        self._read_only()
+
+    def __ior__(self, other: object) -> NoReturn:  # type: ignore[misc]
+        self._read_only()
+
+    def update(self, *args: Any, **kwargs: str) -> None:
+        self._read_only()
+
+    def setdefault(self, key: str, default: str | None = None) -> str:
+        self._read_only()
+
+    def pop(self, *args: Any) -> str:
+        self._read_only()
+
+    def popitem(self) -> tuple[str, str]:
+        self._read_only()
+
+    def clear(self) -> None:
+        self._read_only()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy, deepcopy and pickle rebuild it whole: item by item would hit the read-only setter.
+        return (_rebuilt, (dict(self), self.wire))
+
+
+def _rebuilt(headers: dict[str, str], wire: bytes) -> WireHeaders:
+    wired = WireHeaders(headers)
+    wired.wire = wire
+    return wired
+
+
+def wire_headers(headers: dict[str, str], block: str) -> WireHeaders:
+    """`headers` with their block `block` (ASCII, `NATS/1.0` line to blank line)."""
+    wired = WireHeaders(headers)
+    wired.wire = block.encode()
+    return wired
+
+
+JSON_HEADERS = wire_headers(
+    {"Content-Type": "application/json"},
+    "NATS/1.0\r\nContent-Type: application/json\r\n\r\n",
+)
+# What an event's block starts with; its values are written as they are only when nats-py would
+# write them unchanged (printable ASCII without spaces at either end: never trimmed, no CR or LF).
+_EVENT_BLOCK = "NATS/1.0\r\nContent-Type: application/json\r\nInteraction-Key: "
 _TRACE_HEADERS = ("traceparent", "tracestate")
 # Event headers are bounded (the raw id is at most 256 code points); 2 KiB covers them, besides the
 # trace headers copied from the request, which are as long as the client made them.
@@ -142,28 +205,55 @@ class Outgoing:
                 observation_json = to_json(shortened)
         error = result.get("error")
         call_id = result["callId"]
+        status = result["status"]
         prefix = self.subjects.prefix
-        # One header set for both events; only Nats-Msg-Id differs.
+        # One header set for both events; only Nats-Msg-Id differs. Its block is written beside it
+        # while every value is one nats-py writes unchanged: the key is subject-safe by
+        # construction, the message ids are subjects, the status one of the contract's words, the
+        # call id and error code checked.
         headers = {"Content-Type": "application/json", "Interaction-Key": key}
+        block = f"{_EVENT_BLOCK}{key}\r\n"
         if is_safe_header_value(call_id):
             headers["Interaction-Call-Id"] = call_id
-        headers["Interaction-Status"] = result["status"]
+            block = f"{block}Interaction-Call-Id: {call_id}\r\n"
+        headers["Interaction-Status"] = status
+        plain = status in RESULT_STATUSES
+        block = f"{block}Interaction-Status: {status}\r\n"
         if error is not None:
-            headers["Interaction-Error-Code"] = error["code"]
+            code = error["code"]
+            headers["Interaction-Error-Code"] = code
+            plain = plain and is_safe_header_value(code)
+            block = f"{block}Interaction-Error-Code: {code}\r\n"
         result_subject = f"{prefix}.{family}.result"
         observation_subject = f"{prefix}.{family}.observation"
-        result_headers = {**headers, "Nats-Msg-Id": f"{result_subject}:{key}"}
-        observation_headers = {**headers, "Nats-Msg-Id": f"{observation_subject}:{key}"}
-        if trace:
+        result_id = f"{result_subject}:{key}"
+        observation_id = f"{observation_subject}:{key}"
+        result_headers: dict[str, str]
+        observation_headers: dict[str, str]
+        if trace or not plain:
+            # Trace headers are the client's: nats-py's encoding of them is the adapter's to apply.
+            result_headers = {**headers, "Nats-Msg-Id": result_id}
+            observation_headers = {**headers, "Nats-Msg-Id": observation_id}
             result_headers.update(trace)
             observation_headers.update(trace)
-        events: list[Publish] = [
-            (f"{result_subject}.{key}", result_json, result_headers),
-            (f"{observation_subject}.{key}", observation_json, observation_headers),
-        ]
+        else:
+            headers["Nats-Msg-Id"] = result_id
+            result_headers = wire_headers(
+                headers, f"{block}Nats-Msg-Id: {result_id}\r\n\r\n"
+            )
+            headers["Nats-Msg-Id"] = observation_id
+            observation_headers = wire_headers(
+                headers, f"{block}Nats-Msg-Id: {observation_id}\r\n\r\n"
+            )
+        result_event = (f"{result_subject}.{key}", result_json, result_headers)
+        observation_event = (
+            f"{observation_subject}.{key}",
+            observation_json,
+            observation_headers,
+        )
         if target:
-            events.insert(0, (target, reply_json, JSON_HEADERS))
-        return events
+            return [(target, reply_json, JSON_HEADERS), result_event, observation_event]
+        return [result_event, observation_event]
 
     def fit_receipt(
         self, receipt: OutputReceipt, trace_size: int = 0
