@@ -72,6 +72,10 @@ class _Guard:
         await self.app(scope, receive, secured)
 
 
+# What a request from the page can end in besides its answer: each shown to the page as an error.
+REQUEST_FAILURES = (NotConnected, NoWorkerError, InteractionRequestError, TimeoutError)
+
+
 def _error(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
@@ -150,12 +154,7 @@ def console_app(hub: Hub, feed: BusFeed, access: Access) -> ASGIApp:
     async def tools(request: Request) -> Response:
         try:
             found = await feed.client.list_tools()
-        except (
-            NotConnected,
-            NoWorkerError,
-            InteractionRequestError,
-            TimeoutError,
-        ) as error:
+        except REQUEST_FAILURES as error:
             return _failure(error)
         return JSONResponse({"tools": [t.to_wire() for t in found]})
 
@@ -173,12 +172,7 @@ def console_app(hub: Hub, feed: BusFeed, access: Access) -> ASGIApp:
             outcome = await feed.client.call_tool(
                 body["name"], arguments, call_id=call_id
             )
-        except (
-            NotConnected,
-            NoWorkerError,
-            InteractionRequestError,
-            TimeoutError,
-        ) as error:
+        except REQUEST_FAILURES as error:
             return _failure(error)
         return JSONResponse(
             {
@@ -200,12 +194,7 @@ def console_app(hub: Hub, feed: BusFeed, access: Access) -> ASGIApp:
         delivery["deliveryId"] = body.get("id") or str(uuid.uuid4())
         try:
             receipt = await feed.client.deliver(delivery)
-        except (
-            NotConnected,
-            NoWorkerError,
-            InteractionRequestError,
-            TimeoutError,
-        ) as error:
+        except REQUEST_FAILURES as error:
             return _failure(error)
         return JSONResponse({"receipt": receipt.to_wire()})
 
