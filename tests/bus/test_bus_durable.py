@@ -386,9 +386,9 @@ async def test_a_stream_missing_subjects_gets_them_and_another_capturing_them_st
     )
     await durable.serve()
     info = await js.stream_info(f"CALLS_{durable.tag}")
+    # The subjects of what this worker serves: no command protocol, so no P.command.
     assert sorted(info.config.subjects or []) == sorted(
-        f"{durable.prefix}.{s}"
-        for s in ("tool.call", "mcp.call", "output.deliver", "command")
+        f"{durable.prefix}.{s}" for s in ("tool.call", "mcp.call", "output.deliver")
     )
 
     other = Durable(durable.url, prefix=durable.prefix)

@@ -70,9 +70,13 @@ class DurableBinding:
         max_pending: int = 1000,
         ledger_store: JetStreamStore | None = None,
         logger: logging.Logger = _LOGGER,
+        kinds: tuple[Kind, ...] | None = None,
         traced: Callable[[Publisher], Publisher] | None = None,
     ) -> None:
         self.client = client
+        # What this worker serves: by default every kind its handler has (the command protocol's only
+        # with a dispatcher). Only these kinds' subjects join the calls stream and get a consumer.
+        served = kinds if kinds is not None else handler.kinds
         self._wire = WirePublisher(client)
         self.handler = handler
         self.queue = queue
@@ -87,7 +91,7 @@ class DurableBinding:
             concurrency=concurrency,
             max_pending=max_pending,
             logger=logger,
-            kinds=tuple(kind for kind in CORE_KINDS if kind in handler.families),
+            kinds=tuple(kind for kind in CORE_KINDS if kind in served),
             traced=traced,
         )
         # What a message's publishes go through: `_publish`, or tracing's around it (operate.md 3).
@@ -100,7 +104,7 @@ class DurableBinding:
         self._subscriptions: list[Any] = []
         self._js: JetStreamContext = client.jetstream()
         self._stream = settings.calls_stream
-        self.kinds = tuple(kind for kind in DURABLE_KINDS if kind in handler.families)
+        self.kinds = tuple(kind for kind in DURABLE_KINDS if kind in served)
 
     async def start(self) -> None:
         """Open the ledger's bucket, create or check the streams and consumers, then consume.
@@ -115,7 +119,7 @@ class DurableBinding:
             except StoreUnavailable as error:
                 raise ServeError(str(error)) from None
         prefix = self.handler.subjects.prefix
-        await ensure_streams(self._js, prefix, self.settings, self.logger)
+        await ensure_streams(self._js, prefix, self.settings, self.kinds, self.logger)
         subscriptions = []
         for kind in self.kinds:
             subject = self.handler.subjects.request(kind)

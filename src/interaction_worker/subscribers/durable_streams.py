@@ -2,11 +2,16 @@
 dead letters, created when missing and checked when present, and the durable pull consumers that
 workers share.
 
+The calls stream captures only the subjects of the kinds a worker that started serves: each worker
+adds its own. A kind no worker serves is then refused at once at publish (no stream captures it), as
+a core request gets "no responders", instead of being accepted into a work queue nobody reads.
+
 A stream that exists keeps its data: subjects it lacks are added by an update, so a later version
-that serves a new subject upgrades it in place; a retention that differs, or subjects another stream
-already captures, stop the start with a message that names the difference, since the worker could
-not then keep its promises (a limits-retention calls stream would keep every call forever, an
-overlap would send calls elsewhere). A consumer whose settings differ is updated.
+that serves a new subject upgrades it in place, and none is ever removed, since another worker may
+serve it; a retention that differs, or subjects another stream already captures, stop the start
+with a message that names the difference, since the worker could not then keep its promises (a
+limits-retention calls stream would keep every call forever, an overlap would send calls
+elsewhere). A consumer whose settings differ is updated.
 """
 
 import logging
@@ -18,14 +23,13 @@ from nats.js import JetStreamContext, api
 
 from ..config import DurableSettings
 from ..errors import ServeError
-from .subjects import Kind
+from .subjects import Kind, Subjects
 
 _LOGGER = logging.getLogger("interaction_worker")
 # The server's code for subjects that overlap another stream's.
 _OVERLAP = 10065
-# The families served from the calls stream, by their consumers (a command's only by a worker that
-# has a command dispatcher; the stream captures P.command in any case, so none is lost), and those
-# served by core subscriptions beside them (request-reply questions, with nothing to lose).
+# The families served from the calls stream, by their consumers, and those served by core
+# subscriptions beside them (request-reply questions, with nothing to lose).
 DURABLE_KINDS: tuple[Kind, ...] = ("tool", "mcp", "output", "command")
 CORE_KINDS: tuple[Kind, ...] = ("observe", "list", "catalog")
 
@@ -37,18 +41,17 @@ class Streams:
     dead: api.StreamConfig
 
 
-def stream_configs(prefix: str, settings: DurableSettings) -> Streams:
+def stream_configs(
+    prefix: str, settings: DurableSettings, served: tuple[Kind, ...]
+) -> Streams:
+    """The three streams, the calls stream over the subjects of the `served` durable kinds only."""
     p = prefix
+    subjects = Subjects(prefix)
     replicas, storage = settings.replicas, api.StorageType.FILE
     return Streams(
         calls=api.StreamConfig(
             name=settings.calls_stream,
-            subjects=[
-                f"{p}.tool.call",
-                f"{p}.mcp.call",
-                f"{p}.output.deliver",
-                f"{p}.command",
-            ],
+            subjects=[subjects.request(kind) for kind in served],
             retention=api.RetentionPolicy.WORK_QUEUE,
             duplicate_window=settings.duplicate_window,
             num_replicas=replicas,
@@ -105,17 +108,20 @@ async def ensure_streams(
     js: JetStreamContext,
     prefix: str,
     settings: DurableSettings,
+    served: tuple[Kind, ...],
     logger: logging.Logger = _LOGGER,
 ) -> Streams:
-    """Create or check the three streams.
+    """Create or check the three streams, the calls stream with the subjects of the `served`
+    durable kinds (none served: the calls stream is left as it is, or absent).
 
     Raises:
         ServeError: a stream exists with another retention, or its subjects overlap another's, or
             JetStream cannot be reached.
     """
-    configs = stream_configs(prefix, settings)
+    configs = stream_configs(prefix, settings, served)
     for config in (configs.calls, configs.events, configs.dead):
-        await _ensure_stream(js, config, logger)
+        if config.subjects:
+            await _ensure_stream(js, config, logger)
     return configs
 
 
