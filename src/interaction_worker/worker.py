@@ -287,9 +287,10 @@ class InteractionWorker:
         tool_timeout: float | None = 60.0,
         ledger: Ledger | None = None,
         tracing: RequestTracing | None = None,
+        durable: bool = False,
     ) -> MessageHandler:
         """The transport-neutral handling of this worker's messages (both bindings use it); with
-        `tracing`, its traced subclass (operate.md 3)."""
+        `tracing`, its traced subclass (operate.md 3); `durable`, a durable binding's."""
         handler: Callable[..., MessageHandler] = (
             MessageHandler if tracing is None else tracing.handler
         )
@@ -300,6 +301,7 @@ class InteractionWorker:
             max_payload=max_payload,
             tool_timeout=tool_timeout,
             ledger=ledger,
+            durable=durable,
         )
 
     def nats_binding(
@@ -372,6 +374,7 @@ class InteractionWorker:
             tool_timeout=tool_timeout,
             ledger=_ledger(ledger_settings, store),
             tracing=tracing,
+            durable=True,
         )
         return DurableBinding(
             client,

@@ -11,7 +11,7 @@ ledger. A delivery past `max_deliver` is never executed: it is resolved from the
 dead-lettered, then terminated.
 
 Each consumer's loop fetches at most as many messages as the process has free slots (`concurrency`,
-else `max_pending`), shared by the three consumers, so no worker hoards work another could do.
+else `max_pending`), shared by its consumers, so no worker hoards work another could do.
 """
 
 import asyncio

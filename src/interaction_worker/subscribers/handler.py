@@ -24,7 +24,7 @@ from .endpoints import Endpoint, Measures
 from .incoming import Incoming, reply_target
 from .outgoing import Outgoing, Publish
 from .refusals import Refusals
-from .requests import Ledgered, Measured, Nodes, Shutdown, families, measured
+from .requests import Nodes, Shutdown, families, ledgered, measured
 from .subjects import KINDS, Kind, Subjects
 
 _LOGGER = logging.getLogger("interaction_worker")
@@ -37,6 +37,8 @@ class MessageHandler:
         max_payload: the server's limit; replies and events that would exceed it are replaced.
         tool_timeout: seconds a tool may run before it is cancelled with TOOL_TIMEOUT.
         ledger: the idempotency ledger the calls and deliveries run under (wire.md 8), if any.
+        durable: the handler of a durable binding (wire.md 7): what certainly did not start comes
+            back later instead of being answered.
         clock: the `receivedAt` of dead letters.
     """
 
@@ -51,6 +53,7 @@ class MessageHandler:
         clock: Callable[[], str] | None = None,
         logger: logging.Logger = _LOGGER,
         ledger: Ledger | None = None,
+        durable: bool = False,
     ) -> None:
         self.worker = worker
         self.subjects = subjects
@@ -74,6 +77,7 @@ class MessageHandler:
             self.shutdown,
             tool_timeout=tool_timeout,
             ledger=ledger,
+            durable=durable,
         )
         # The request subjects served: the command protocol's only with a dispatcher.
         self.kinds: tuple[Kind, ...] = tuple(self.families)
@@ -172,11 +176,11 @@ class MessageHandler:
             identifier = family.identify(body, msg)
             if identifier is not None:
                 key = subject_key(identifier)
-            # With metrics on, the ledgered family is inside `Measured`: resolved there, published
-            # (and counted) through the outer one.
-            ledgered = family.family if isinstance(family, Measured) else family
-            if isinstance(ledgered, Ledgered) and identifier is not None:
-                outcome = await ledgered.resolve(body, identifier)
+            # The ledgered family may be inside wrappers (`Measured`, `Redelivered`): resolved
+            # there, published (and counted) through the outer one.
+            inner = ledgered(family)
+            if inner is not None and identifier is not None:
+                outcome = await inner.resolve(body, identifier)
                 if outcome is not None:
                     return family.publishes(outcome, msg, key, target)
             raise Unavailable(f"Gave up after {attempts} deliveries")

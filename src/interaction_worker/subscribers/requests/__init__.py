@@ -24,6 +24,7 @@ from .measured import (
 )
 from .observe import Observations
 from .output import Deliveries
+from .redelivered import Redelivered, invoke_not_started, nothing_sent, refuse_invoke
 from .shutdown import Shutdown
 from .tool import ToolCalls
 from .tool_list import ToolLists
@@ -38,10 +39,12 @@ __all__ = [
     "Measured",
     "Nodes",
     "Observations",
+    "Redelivered",
     "Shutdown",
     "ToolCalls",
     "ToolLists",
     "families",
+    "ledgered",
     "measured",
 ]
 
@@ -53,10 +56,12 @@ def families(
     *,
     tool_timeout: float | None = 60.0,
     ledger: Ledger | None = None,
+    durable: bool = False,
 ) -> dict[Kind, Family[Any]]:
     """One family per request subject the worker serves (the commands' when it has a dispatcher),
     sharing its nodes, publish rules and shutdown; with a ledger, the families with side effects
-    run under its claims (commands never: they are delivered at least once)."""
+    run under its claims (commands never: they are delivered at least once); `durable`, an MCP
+    invoke or a delivery that started nothing comes back later (`Redelivered`)."""
     tool: Family[Any] = ToolCalls(worker, outgoing, shutdown, timeout=tool_timeout)
     mcp: Family[Any] = McpCalls(worker, outgoing, shutdown)
     output: Family[Any] = Deliveries(worker, outgoing, shutdown)
@@ -64,6 +69,9 @@ def families(
         tool = Ledgered(tool, ToolTerms(worker, outgoing), ledger)
         mcp = Ledgered(mcp, McpTerms(outgoing), ledger)
         output = Ledgered(output, DeliveryTerms(outgoing), ledger)
+    if durable:
+        mcp = Redelivered(mcp, invoke_not_started, refuse_invoke)
+        output = Redelivered(output, nothing_sent)
     table: dict[Kind, Family[Any]] = {
         "tool": tool,
         "mcp": mcp,
@@ -98,3 +106,10 @@ def measured(
         for kind, family in table.items()
     }
     return wrapped, measures
+
+
+def ledgered(family: Family[Any]) -> Ledgered[Any] | None:
+    """The `Ledgered` inside `family`'s wrappers, if the family runs under the ledger."""
+    while isinstance(family, Measured | Redelivered):
+        family = family.family
+    return family if isinstance(family, Ledgered) else None

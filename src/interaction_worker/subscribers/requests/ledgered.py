@@ -37,17 +37,13 @@ from ..delivery import current as current_delivery
 from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish
 from .family import Family, Nodes
+from .redelivered import invoke_not_started, nothing_sent
 from .shutdown import failure
 
 Outcome = TypeVar("Outcome")
 
 UNKNOWN_MESSAGE = "A previous attempt started and its outcome was not recorded"
 _CODES = {error.code: error for error in ERROR_CLASSES}
-# Failures that say the side effect certainly did not happen: the claim is released, so a retry
-# runs the call instead of finding this failure recorded.
-_NOT_STARTED = frozenset({"MCP_UNAVAILABLE"})
-# A sink's refusal that says nothing was sent (it could not connect).
-_NOT_SENT = frozenset({"SINK_UNAVAILABLE"})
 
 
 class Terms(Protocol[Outcome]):
@@ -154,9 +150,8 @@ class Ledgered(Generic[Outcome]):
             starting.reset(token)
         recorded = terms.record(outcome) if claim.started else None
         if recorded is None:
+            # Nothing started: a retry runs it (in durable mode, `Redelivered` sends it back).
             await claim.release()
-            if may_redeliver():
-                raise Redeliver  # nothing started: a later delivery runs it
         else:
             _recorded(await claim.done(recorded))
         return outcome
@@ -276,9 +271,7 @@ class McpTerms:
 
     def record(self, outcome: McpOutcome | Any) -> dict[str, Any] | None:
         result = outcome.result if isinstance(outcome, McpInvokeOutput) else outcome
-        if not isinstance(result, ExternalResult):
-            return None
-        if result.error is not None and result.error.code in _NOT_STARTED:
+        if not isinstance(result, ExternalResult) or invoke_not_started(result):
             return None
         document, _, _ = self.outgoing.fit_result(result.to_wire(), "invoke")
         return {"result": document}
@@ -316,26 +309,10 @@ class DeliveryTerms:
         )
 
     def record(self, outcome: OutputReceipt) -> dict[str, Any] | None:
-        if _nothing_sent(outcome):
+        if nothing_sent(outcome):
             return None
         receipt, _ = self.outgoing.fit_receipt(outcome)
         return {"receipt": receipt.to_wire()}
 
     def recorded(self, outcome: dict[str, Any]) -> OutputReceipt:
         return check.output_receipt(outcome["receipt"])
-
-
-def _nothing_sent(receipt: OutputReceipt) -> bool:
-    """Whether every sink certainly sent nothing (not connected: SINK_UNAVAILABLE), so the delivery
-    may be sent again; a fan-out's receipt says it sink by sink (`metadata.sinks`)."""
-    if receipt.status != "rejected":
-        return False
-    sinks = (receipt.metadata or {}).get("sinks")
-    if isinstance(sinks, dict) and sinks:
-        return all(_sink_sent_nothing(each) for each in sinks.values())
-    return receipt.error is not None and receipt.error.code in _NOT_SENT
-
-
-def _sink_sent_nothing(answer: object) -> bool:
-    error = answer.get("error") if isinstance(answer, dict) else None
-    return isinstance(error, dict) and error.get("code") in _NOT_SENT
