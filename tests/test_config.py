@@ -29,7 +29,8 @@ from interaction_worker.config import (
 )
 from interaction_worker.errors import ConfigurationError
 
-# config.md section 1, verbatim: the defaults block, then the example block.
+# The two blocks of docs/configuration.md 1, the defaults and the example, their comments shortened and a few
+# example values changed so that the tests can tell them from the defaults.
 DEFAULTS_YAML = """\
 # Defaults: what an absent key means.
 nats:
@@ -134,7 +135,7 @@ output:
 
 
 def defaults(base: Path) -> Settings:
-    """config.md's defaults, written out field by field."""
+    """docs/configuration.md's defaults, written out field by field."""
     return Settings(
         nats=NatsSettings(url=None, name="interaction-worker"),
         subjects=SubjectSettings(

@@ -4,7 +4,7 @@ Values given in code win over the file's (a Sandbox, a concurrency); tools, MCP 
 given in code are added to those the file configures, and a name given twice stops the start. The
 defaults (read_text and the 14 read-only commands over the working directory, the console sink, the
 default sandbox with its command executor) apply only where neither the file nor the code provides
-tools, sinks or a sandbox (config.md section 2). A sandbox given in code without an executor gets the
+tools, sinks or a sandbox (docs/configuration.md 2). A sandbox given in code without an executor gets the
 commands' executor when the file registers read-only commands.
 """
 

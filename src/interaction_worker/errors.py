@@ -15,7 +15,7 @@
     ├── Overloaded                  OVERLOADED         503
     ├── Timeout                     TIMEOUT            504
     └── Internal                    INTERNAL           500
-    McpClientError                  raised by an McpClient (config.md section 2)
+    McpClientError                  raised by an McpClient (docs/configuration.md 2)
     ├── McpUnavailable              not connected: nothing was sent
     ├── McpTimeout                  no answer in time
     ├── McpConnectionLost           lost after sending: the call may have happened

@@ -1,5 +1,5 @@
 """Serving a worker: the connection (embedded server or URL), the binding, discovery (wire.md 9),
-metrics and health when asked (operate.md 2), signals and shutdown."""
+metrics and health when asked (docs/configuration.md, "Metrics and health"), signals and shutdown."""
 
 import asyncio
 import contextlib
@@ -63,7 +63,7 @@ class ServeOptions:
     durable: DurableSettings | None = None
     # `metrics.listen`: HOST:PORT for /metrics, /healthz and /readyz; None: not served.
     metrics_listen: str | None = None
-    # `tracing.enabled` (operate.md 3): spans, exported as the OTEL_* variables say.
+    # `tracing.enabled` (docs/tracing.md): spans, exported as the OTEL_* variables say.
     tracing: bool = False
 
 
@@ -139,7 +139,7 @@ async def serve(
     `/healthz`, `/readyz`) listens first, before the server is even reached, so that `/readyz`
     says why the worker is not ready yet; `metrics_listening` gets its URL (`http://HOST:PORT`).
 
-    With `options.tracing`, every request is traced (operate.md 3) with `tracer_provider`, or
+    With `options.tracing`, every request is traced (docs/tracing.md) with `tracer_provider`, or
     without one with the SDK's provider that the OTEL_* environment variables describe.
 
     Graceful shutdown: `/readyz` turns 503 and discovery stops answering, then stop taking

@@ -290,7 +290,7 @@ class InteractionWorker:
         durable: bool = False,
     ) -> MessageHandler:
         """The transport-neutral handling of this worker's messages (both bindings use it); with
-        `tracing`, its traced subclass (operate.md 3); `durable`, a durable binding's."""
+        `tracing`, its traced subclass (docs/tracing.md); `durable`, a durable binding's."""
         handler: Callable[..., MessageHandler] = (
             MessageHandler if tracing is None else tracing.handler
         )
@@ -320,7 +320,7 @@ class InteractionWorker:
 
         With `idempotency` enabled, calls and deliveries run under the ledger (wire.md 8), in the
         JetStream bucket it names, which `start()` creates or binds. With `tracer_provider` (an
-        OpenTelemetry TracerProvider; the `otel` extra), every request is traced (operate.md 3)."""
+        OpenTelemetry TracerProvider; the `otel` extra), every request is traced (docs/tracing.md)."""
         store = _ledger_store(idempotency, client)
         tracing = _tracing(tracer_provider)
         handler = self.message_handler(
@@ -359,7 +359,7 @@ class InteractionWorker:
 
         The ledger is on unless `idempotency.enabled` is False; in durable mode a call whose id is
         claimed by a running attempt comes back later instead of waiting. With `tracer_provider`,
-        every request is traced (operate.md 3)."""
+        every request is traced (docs/tracing.md)."""
         ledger_settings = replace(
             idempotency or IdempotencySettings(),
             enabled=(idempotency is None or idempotency.enabled is not False),

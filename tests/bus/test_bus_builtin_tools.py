@@ -28,7 +28,7 @@ KEY = "bus-brave-key-42"
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """src/{a,b}.py, docs/readme.md, notes.txt, and `out`: a symlink to a directory outside."""
+    """src/{a,b}.py, a readme in docs/, notes.txt, and `out`: a symlink to a directory outside."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("needle secret\n", encoding="utf-8")

@@ -1,4 +1,4 @@
-"""NATS services discovery (wire.md 9, operate.md 1) on a real nats-server, read by nats-py's own
+"""NATS services discovery (wire.md 9) on a real nats-server, read by nats-py's own
 `nats.micro` types, as `nats micro ls|info|stats` would read it: the three verbs on their three
 subjects, the endpoints of core and durable mode, and the counters moving with calls and refusals."""
 

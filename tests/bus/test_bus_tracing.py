@@ -1,4 +1,4 @@
-"""Tracing (operate.md 3) on a real nats-server: a worker served as `run` serves it, with the SDK's
+"""Tracing (docs/tracing.md) on a real nats-server: a worker served as `run` serves it, with the SDK's
 in-memory exporter on an injected provider. Spans are read once the service has stopped, when every
 request has ended its span."""
 

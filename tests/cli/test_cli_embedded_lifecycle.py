@@ -1,4 +1,4 @@
-"""The embedded nats-server lives and dies with `interaction-worker run` (config.md section 3).
+"""The embedded nats-server lives and dies with `interaction-worker run` (docs/configuration.md 3).
 
 A killed `run` takes its server along; one `run` at a time serves a data directory, whose lock
 names the process holding it; a start that fails after the server is up stops it quietly.

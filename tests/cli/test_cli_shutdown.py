@@ -1,4 +1,4 @@
-"""Stopping `interaction-worker run` with calls in flight (config.md sections 1 and 3).
+"""Stopping `interaction-worker run` with calls in flight (docs/configuration.md sections 1 and 3).
 
 SIGTERM or SIGINT: the worker stops taking messages, lets running calls finish within
 `shutdown_grace`, cancels the rest with WORKER_SHUTDOWN, stops its embedded nats-server and exits 0.

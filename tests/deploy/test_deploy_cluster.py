@@ -1,4 +1,4 @@
-"""deploy/nats and deploy/worker.yaml for real (operate.md 4): three nats-servers started from the
+"""deploy/nats and deploy/worker.yaml for real (docs/operations.md): three nats-servers started from the
 committed files on loopback, with the committed users, and workers served by `interaction-worker run`
 with the committed worker configuration.
 

@@ -1,4 +1,4 @@
-"""deploy/ read as files (operate.md 4): the Dockerfile, the compose file and the Kubernetes manifests
+"""deploy/ read as files (docs/operations.md): the Dockerfile, the compose file and the Kubernetes manifests
 statically (these machines have a docker client but no engine, and pull no image), the manifests also
 against the Kubernetes schemas offline (`kubernetes-validate`), the NATS configurations by nats-server's
 own check, and every configuration against the others: the names the worker configuration gives are the

@@ -86,7 +86,7 @@ class Bare:
 
 
 class Strict:
-    """The tool of config.md section 2: validate raises ValueError for a missing query."""
+    """The tool of docs/configuration.md 2: validate raises ValueError for a missing query."""
 
     name = "strict"
     input_schema: Mapping[str, Any] = LOOKUP_SCHEMA

@@ -90,7 +90,7 @@ async def _fanout(statuses: tuple[str, ...], policy: Any) -> Any:
     return await sink.deliver(_request(), DeliveryContext("d-1"))
 
 
-# config.md: all: accepted iff every sink accepted; rejected iff every sink rejected; else unknown.
+# docs/configuration.md, `output.policy`: all: accepted iff every sink accepted; rejected iff every sink rejected; else unknown.
 #            any: accepted iff at least one sink accepted; rejected iff every sink rejected; else unknown.
 TWO_SINKS = [
     ("all", "accepted", "accepted", "accepted"),
@@ -287,7 +287,7 @@ async def test_a_sinks_own_metadata_and_accepted_error_are_kept_safe() -> None:
     receipt = await FanoutSink([Returns("a", value)]).deliver(
         _request(), DeliveryContext("d-1")
     )
-    # The entry is {status, error?}, as config.md writes it; the error is projected.
+    # The entry is {status, error?}, as docs/configuration.md writes it; the error is projected.
     assert receipt["metadata"] == {
         "sinks": {
             "a": {

@@ -1,4 +1,4 @@
-"""`InteractionClient`: the client side of the wire (flows.md 1), over a connected nats-py client.
+"""`InteractionClient`: the client side of the wire (docs/flows.md 1), over a connected nats-py client.
 
 Every request carries `Interaction-Reply-To: <an inbox of this client>` and its reply is read only
 there, so the client works the same against a core-mode and a durable-mode worker (wire.md 7). The
@@ -114,7 +114,7 @@ class InteractionClient:
         env: Mapping[str, str] | None = None,
         name: str = "interaction-client",
     ) -> Self:
-        """Find the worker's server as the command line does (config.md 3) and connect.
+        """Find the worker's server as the command line does (docs/cli.md, "Finding the worker") and connect.
 
         Raises:
             ConnectError: the server cannot be reached (one line saying what was tried).

@@ -1,4 +1,4 @@
-"""Where a client finds the worker's NATS server, by the command line's precedence (config.md 3).
+"""Where a client finds the worker's NATS server, by the command line's precedence (docs/cli.md, "Finding the worker").
 
 The client commands work from any directory of a project: with no `--config`, the nearest
 `worker.yaml` in the current directory or its parents is the configuration, and with no file at all

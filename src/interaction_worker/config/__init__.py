@@ -1,4 +1,4 @@
-"""The configuration: the YAML file (`worker.yaml`) and the environment (config.md section 1).
+"""The configuration: the YAML file (`worker.yaml`) and the environment (docs/configuration.md 1).
 
 `load_settings` finds and reads the file (`loading`), `parse_settings` validates parsed data
 (`parsing`, with the `mcp` and `output` sections in modules of their own, and the value rules in

@@ -1,4 +1,4 @@
-"""NATS credentials and TLS from the environment (config.md section 1), as `nats.connect` options.
+"""NATS credentials and TLS from the environment (docs/configuration.md 1), as `nats.connect` options.
 
 Messages name the variables, never their values. Files are checked here, before connecting:
 nats-py reads a creds file that lacks its JWT marker forever, and OpenSSL prompts on the terminal

@@ -1,4 +1,4 @@
-"""The settings the configuration file describes, as frozen dataclasses (config.md section 1).
+"""The settings the configuration file describes, as frozen dataclasses (docs/configuration.md 1).
 
 Each class's defaults are what an absent key means. `Settings.effective()` writes them back as plain
 data that `parse_settings` reads again.
@@ -143,7 +143,7 @@ DEFAULT_SINKS: tuple[SinkSettings, ...] = (
 @dataclass(frozen=True)
 class OutputSettings:
     """`sinks_given` is False when `output.sinks` was absent: `sinks` is then the default console,
-    which sinks given in code replace (config.md section 2)."""
+    which sinks given in code replace (docs/configuration.md 2)."""
 
     policy: OutputPolicy = "all"
     sinks: tuple[SinkSettings, ...] = DEFAULT_SINKS
@@ -177,7 +177,7 @@ class IdempotencySettings:
 
 @dataclass(frozen=True)
 class MetricsSettings:
-    """`metrics:` (operate.md 2): where /metrics, /healthz and /readyz are served; None: not."""
+    """`metrics:` (docs/configuration.md, "Metrics and health"): where /metrics, /healthz and /readyz are served; None: not."""
 
     listen: str | None = None  # HOST:PORT; port 0 takes a free one
 
@@ -193,7 +193,7 @@ class ConsoleSettings:
 
 @dataclass(frozen=True)
 class TracingSettings:
-    """`tracing:` (operate.md 3): OpenTelemetry spans, exported as the standard `OTEL_*` variables
+    """`tracing:` (docs/tracing.md): OpenTelemetry spans, exported as the standard `OTEL_*` variables
     say; needs the `otel` extra."""
 
     enabled: bool = False

@@ -1,4 +1,4 @@
-"""The ledger's operations counted by outcome, for the metrics (operate.md 2,
+"""The ledger's operations counted by outcome, for the metrics (docs/configuration.md, "Metrics and health":
 `interaction_ledger_operations_total{op,result}`).
 
 A wrapper around any `KeyValueStore`, put in place only when a worker serves metrics: each operation

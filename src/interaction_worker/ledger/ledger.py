@@ -220,7 +220,7 @@ class Claim:
 
     async def done(self, outcome: dict[str, Any]) -> bool:
         """Record the outcome; false when it could not be. A store that stays away past the lease
-        leaves the claim as it was (a retry then answers per wire.md 8.3): the outcome is published
+        leaves the claim as it was (a retry then answers per wire.md 8, item 3): the outcome is published
         anyway, so this never raises."""
         self._stop_renewing()
         ledger = self.ledger

@@ -1,4 +1,4 @@
-"""Connections from the configuration file's `mcp.servers` (config.md section 1)."""
+"""Connections from the configuration file's `mcp.servers` (docs/configuration.md 1)."""
 
 import os
 from collections.abc import Mapping

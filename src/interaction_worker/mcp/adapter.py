@@ -1,5 +1,5 @@
 """The SDK's answers in our terms: a `tools/list` page as an McpToolPage, a `tools/call` result as an
-McpToolResult, and the SDK's failures as the McpClient protocol's exceptions (config.md section 2).
+McpToolResult, and the SDK's failures as the McpClient protocol's exceptions (docs/configuration.md 2).
 
 Content mapping (each SDK content block becomes one message part, in order):
 

@@ -1,4 +1,4 @@
-"""Metrics and health over HTTP (operate.md 2): the worker's Prometheus metrics, read from its own
+"""Metrics and health over HTTP (docs/configuration.md, "Metrics and health"): the worker's Prometheus metrics, read from its own
 counters at scrape time, and `/healthz` and `/readyz`, served by Starlette and uvicorn in the worker's
 process and loop while `service.serve` runs.
 

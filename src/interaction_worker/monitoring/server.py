@@ -1,4 +1,4 @@
-"""The HTTP side of a served worker (operate.md 2): `/metrics`, `/healthz` and `/readyz` on Starlette
+"""The HTTP side of a served worker (docs/configuration.md, "Metrics and health"): `/metrics`, `/healthz` and `/readyz` on Starlette
 and uvicorn, in the worker's own process and event loop, started and stopped with the service.
 
 In the same loop, so that a scrape reads the counters between two messages (no lock), and so that

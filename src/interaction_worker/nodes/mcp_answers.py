@@ -47,7 +47,7 @@ _SNAKE_FIELDS = {"structured_content": "structuredContent", "is_error": "isError
 def answer_fields(value: object) -> dict[str, Any] | None:
     """An McpClient's answer as wire-named fields; None when it is not an object.
 
-    A mapping may use the wire's names or McpToolResult's (config.md section 2); the wire's win.
+    A mapping may use the wire's names or McpToolResult's (docs/configuration.md 2); the wire's win.
     Models inside the answer (an InteractionError, References) become their wire mappings.
     """
     if isinstance(value, McpToolResult):

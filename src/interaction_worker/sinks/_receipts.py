@@ -6,7 +6,7 @@ from typing import Any
 from ..contracts import OutputRequest
 from ..errors import ConfigurationError
 
-DEFAULT_TIMEOUT = 10.0  # seconds (config.md: every sink's `timeout`)
+DEFAULT_TIMEOUT = 10.0  # seconds (docs/configuration.md: every sink's `timeout`)
 
 Receipt = dict[str, Any]
 

@@ -29,7 +29,7 @@ class Deliveries:
 
 
 def sink_name(sink: object, index: int) -> str:
-    """Its `name` attribute, else `<ClassName>#<index>` (config.md)."""
+    """Its `name` attribute, else `<ClassName>#<index>` (docs/configuration.md 1)."""
     name = getattr(sink, "name", None)
     if isinstance(name, str) and name.strip():
         return name

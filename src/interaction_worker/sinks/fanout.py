@@ -34,7 +34,7 @@ class _Outcome:
 
 class FanoutSink:
     """Delivers to every sink concurrently and combines their statuses under `policy`
-    (config.md `output.policy`):
+    (docs/configuration.md, `output.policy`):
 
     - `all`: `accepted` iff every sink accepted; `rejected` iff every sink rejected; else `unknown`;
     - `any`: `accepted` iff at least one sink accepted; `rejected` iff every sink rejected; else

@@ -1,4 +1,4 @@
-"""NATS services discovery (wire.md 9, operate.md 1): the worker answers `$SRV.PING`, `$SRV.INFO` and
+"""NATS services discovery (wire.md 9): the worker answers `$SRV.PING`, `$SRV.INFO` and
 `$SRV.STATS` as the services protocol (ADR-32) says, so `nats micro ls|info|stats` list it.
 
 Each verb is subscribed three times: for every service (`$SRV.PING`), for this service's name

@@ -94,7 +94,7 @@ class DurableBinding:
             kinds=tuple(kind for kind in CORE_KINDS if kind in served),
             traced=traced,
         )
-        # What a message's publishes go through: `_publish`, or tracing's around it (operate.md 3).
+        # What a message's publishes go through: `_publish`, or tracing's around it (docs/tracing.md).
         self._send = self._publish if traced is None else traced(self._publish)
         self.closing = False
         self.running: set[asyncio.Task[None]] = set()

@@ -29,7 +29,7 @@ class NatsBinding:
     long before the client would drop a message as a slow consumer.
 
     Args:
-        traced: wraps the publish with tracing's (operate.md 3), when the handler traces; chosen
+        traced: wraps the publish with tracing's (docs/tracing.md), when the handler traces; chosen
             once here, so a binding that does not trace pays nothing per message.
     """
 

@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing of the request path (operate.md 3, docs/tracing.md): the `otel` extra.
+"""OpenTelemetry tracing of the request path (docs/tracing.md): the `otel` extra.
 
 This module imports nothing of OpenTelemetry, so the worker and the service can name its protocols
 and call its loaders whether or not the extra is installed; a worker that traces imports the

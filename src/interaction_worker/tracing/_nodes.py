@@ -1,4 +1,4 @@
-"""The side effects of a traced worker's requests (operate.md 3, docs/tracing.md): a child span of
+"""The side effects of a traced worker's requests (docs/tracing.md): a child span of
 the request's from the moment a node starts its side effect (`nodes/side_effects.py`: right before a
 tool's `execute`, an MCP `tools/call` or a sink's `deliver`) to the node's answer.
 

@@ -1,4 +1,4 @@
-"""The spans of a traced worker (operate.md 3; their names and attributes: docs/tracing.md).
+"""The spans of a traced worker (their names and attributes: docs/tracing.md).
 
 One request, one CONSUMER span, `<request subject>` (`interaction.tool.call`), whose parent is the
 request's W3C `traceparent` when it has a valid one, else the root of a new trace. It is opened by

@@ -1,4 +1,4 @@
-"""Metrics on the request path (operate.md 2): a family wrapped so that its runs are timed and
+"""Metrics on the request path (docs/configuration.md, "Metrics and health"): a family wrapped so that its runs are timed and
 counted in flight, and its outcomes counted by status.
 
 Only a worker serving metrics wraps its families (`MessageHandler.measure`); without metrics the
