@@ -7,6 +7,7 @@ import json
 import os
 import stat
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,39 @@ async def test_the_form_sends_a_call_and_a_delivery_from_its_own_origin_only(
             page = await http.get("/static/index.html")
             assert "script-src 'self'" in page.headers["content-security-policy"]
             assert page.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_a_body_over_the_limit_is_refused_413_saying_so_and_one_not_json_400(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    big = json.dumps({"name": "read_text", "text": "a" * 300 * 1024}).encode()
+
+    async def chunked() -> AsyncIterator[
+        bytes
+    ]:  # no Content-Length: read until past the limit
+        for start in range(0, len(big), 65536):
+            yield big[start : start + 65536]
+
+    too_large = {
+        "error": {"code": "TOO_LARGE", "message": "the body is larger than 256 KiB"}
+    }
+    token, _ = console_token(tmp_path / "data")
+    options = FeedOptions(prefix=f"p{uuid.uuid4().hex[:8]}")
+    async with running_console(nats_server.url, options, token=token) as console:
+        url = console.url or ""
+        same = {"Origin": url, "Content-Type": "application/json"}
+        async with httpx.AsyncClient(base_url=url) as http:
+            login = await http.post("/login", content=big, headers={"Origin": url})
+            assert (login.status_code, login.json()) == (413, too_large)
+            right = await http.post("/login", data={"token": token})
+            http.cookies.set(COOKIE, right.cookies[COOKIE])
+            for path in ("/api/call", "/api/deliver"):
+                for body in (big, chunked()):
+                    answer = await http.post(path, content=body, headers=same)
+                    assert (answer.status_code, answer.json()) == (413, too_large)
+                broken = await http.post(path, content=b'{"name": ', headers=same)
+                assert broken.status_code == 400
+                assert broken.json()["error"]["code"] == "INVALID_JSON"
 
 
 async def test_a_remote_console_needs_its_token_exchanged_for_a_cookie(

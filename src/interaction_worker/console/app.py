@@ -42,6 +42,8 @@ _SECURITY_HEADERS = [
     (b"x-frame-options", b"DENY"),
 ]
 Endpoint = Callable[[Request], Awaitable[Response]]
+# A POST of the page, given its body parsed.
+JsonEndpoint = Callable[[Request, Any], Awaitable[Response]]
 
 
 class _Guard:
@@ -91,8 +93,9 @@ def console_app(hub: Hub, feed: BusFeed, access: Access) -> ASGIApp:
 
         return checked
 
-    def changing(endpoint: Endpoint) -> Endpoint:
-        """A POST of the page: its own origin, a JSON body of bounded size."""
+    def changing(endpoint: JsonEndpoint) -> Endpoint:
+        """A POST of the page: its own origin, a JSON body of bounded size (413 past it, 400 for a
+        body that is not JSON), handed to `endpoint` parsed."""
 
         async def checked(request: Request) -> Response:
             host = request.headers.get("host")
@@ -107,7 +110,16 @@ def console_app(hub: Hub, feed: BusFeed, access: Access) -> ASGIApp:
                 return JSONResponse(
                     _error("INVALID_INPUT", "the body must be JSON"), 415
                 )
-            return await endpoint(request)
+            body = await _read(request)
+            if body is None:
+                return _too_large()
+            try:
+                value = json.loads(body)
+            except ValueError:
+                return JSONResponse(
+                    _error("INVALID_JSON", "the body is not valid JSON"), 400
+                )
+            return await endpoint(request, value)
 
         return authenticated(checked)
 
@@ -127,7 +139,9 @@ def console_app(hub: Hub, feed: BusFeed, access: Access) -> ASGIApp:
         ):
             return JSONResponse(_error("FORBIDDEN", "cross-origin request"), 403)
         body = await _read(request)
-        token = urllib.parse.parse_qs((body or b"").decode("utf-8", "replace")).get(
+        if body is None:
+            return _too_large()
+        token = urllib.parse.parse_qs(body.decode("utf-8", "replace")).get(
             "token", [""]
         )
         cookie = access.exchange(token[0])
@@ -158,8 +172,7 @@ def console_app(hub: Hub, feed: BusFeed, access: Access) -> ASGIApp:
             return _failure(error)
         return JSONResponse({"tools": [t.to_wire() for t in found]})
 
-    async def call(request: Request) -> Response:
-        body = await _json(request)
+    async def call(request: Request, body: Any) -> Response:
         if not isinstance(body, dict) or not isinstance(body.get("name"), str):
             return JSONResponse(_error("INVALID_INPUT", "name must be a string"), 400)
         arguments = body.get("arguments", {})
@@ -181,8 +194,7 @@ def console_app(hub: Hub, feed: BusFeed, access: Access) -> ASGIApp:
             }
         )
 
-    async def deliver(request: Request) -> Response:
-        body = await _json(request)
+    async def deliver(request: Request, body: Any) -> Response:
         if not isinstance(body, dict) or not isinstance(body.get("text"), str):
             return JSONResponse(_error("INVALID_INPUT", "text must be a string"), 400)
         delivery: dict[str, Any] = {
@@ -223,8 +235,19 @@ def _failure(error: Exception) -> Response:
     return JSONResponse(_error("TIMEOUT", str(error) or "no reply in time"), 504)
 
 
+def _too_large() -> Response:
+    return JSONResponse(
+        _error("TOO_LARGE", f"the body is larger than {MAX_REQUEST_BYTES // 1024} KiB"),
+        413,
+    )
+
+
 async def _read(request: Request) -> bytes | None:
-    """The body, or None past `MAX_REQUEST_BYTES` (read no further than that)."""
+    """The body, or None past `MAX_REQUEST_BYTES` (read no further than that; not at all when its
+    Content-Length says so)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and (len(declared) > 9 or int(declared) > MAX_REQUEST_BYTES):
+        return None
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -232,13 +255,3 @@ async def _read(request: Request) -> bytes | None:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-async def _json(request: Request) -> Any:
-    body = await _read(request)
-    if body is None:
-        return None
-    try:
-        return json.loads(body)
-    except ValueError:
-        return None
