@@ -5,9 +5,11 @@ and the bounds on a page that does not read."""
 import asyncio
 import json
 import os
+import re
 import stat
 import uuid
 from collections.abc import AsyncIterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +178,18 @@ async def test_a_body_over_the_limit_is_refused_413_saying_so_and_one_not_json_4
                 broken = await http.post(path, content=b'{"name": ', headers=same)
                 assert broken.status_code == 400
                 assert broken.json()["error"]["code"] == "INVALID_JSON"
+
+
+def test_the_page_names_no_tool_of_its_own() -> None:
+    """The form's tool and arguments come from the worker's list (P.tool.list, through
+    /api/tools): the page itself offers none, which a worker might not serve."""
+    page = (
+        resources.files("interaction_worker.console") / "static" / "index.html"
+    ).read_text(encoding="utf-8")
+    (name,) = re.findall(r"<input id=\"call-name\"[^>]*>", page)
+    (arguments,) = re.findall(r"<textarea id=\"call-arguments\"[^>]*>([^<]*)<", page)
+
+    assert "value=" not in name and arguments == ""
 
 
 async def test_a_remote_console_needs_its_token_exchanged_for_a_cookie(

@@ -136,7 +136,12 @@ def test_the_page_shows_calls_dead_letters_fan_out_and_comes_back_after_restarts
             page.wait_for_selector("#page-state.ok")
             page.wait_for_selector("#nats-state.ok")
 
-            # A call from the form: its result and its observation, under its key.
+            # A call from the form: its result and its observation, under its key. The form
+            # offers the worker's first tool, read_text, with its required argument.
+            page.wait_for_function("document.getElementById('call-name').value !== ''")
+            assert page.input_value("#call-name") == "read_text"
+            assert page.input_value("#call-arguments") == '{"path":""}'
+            page.fill("#call-arguments", '{"path": "README.md"}')
             page.fill("#call-id", "browser-1")
             page.click("#call-form button")
             tool = "section[data-family=tool]"
@@ -226,6 +231,41 @@ def test_the_page_shows_calls_dead_letters_fan_out_and_comes_back_after_restarts
             page.click("#call-form button")
             page.wait_for_selector(
                 f'{tool} tr[data-key="after-console"][data-kind=observation]'
+            )
+        finally:
+            browser.close()
+
+
+def test_the_form_offers_the_tools_the_worker_serves_and_no_other(
+    processes: Processes, tmp_path: Path
+) -> None:
+    (tmp_path / "worker.yaml").write_text(
+        "tools: {commands: {enabled: [pwd, wc]}}\n", encoding="utf-8"
+    )
+    processes.start("run", "--port", str(free_port()), ready="ready ")
+    _, url = processes.start("console", "--listen", "127.0.0.1:0", ready="console ")
+
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(url)
+            page.wait_for_function("document.getElementById('call-name').value !== ''")
+            offered = page.eval_on_selector_all(
+                "#tool-names option", "options => options.map(o => o.value)"
+            )
+            assert offered == ["wc", "pwd"]  # the worker's order
+            assert page.input_value("#call-name") == "wc"
+            assert page.input_value("#call-arguments") == '{"path":""}'
+            # Another tool chosen: its arguments follow while the user has not written any.
+            page.fill("#call-name", "pwd")
+            assert page.input_value("#call-arguments") == "{}"
+            page.fill("#call-id", "served-1")
+            page.click("#call-form button")
+            page.wait_for_selector(
+                'section[data-family=tool] tr[data-key="served-1"][data-kind=result]'
+                "[data-status=success]"
             )
         finally:
             browser.close()

@@ -176,6 +176,7 @@
       const status = JSON.parse(message.data);
       const up = status.nats === "connected";
       setBadge($("nats-state"), `NATS: ${status.nats}` + (status.detail ? ` (${status.detail})` : ""), up ? "ok" : "bad");
+      if (up) loadTools(); // on every connection: the worker may have changed what it serves
     });
     source.addEventListener("message", (message) => addEvent(JSON.parse(message.data)));
     source.addEventListener("gap", (message) => {
@@ -238,16 +239,60 @@
   $("filter-key").addEventListener("input", applyFilters);
   $("filter-status").addEventListener("change", applyFilters);
 
-  fetch("/api/tools", { credentials: "same-origin" })
-    .then((response) => response.json())
-    .then((answer) => {
-      for (const tool of answer.tools || []) {
-        const option = document.createElement("option");
-        option.value = tool.name;
-        $("tool-names").appendChild(option);
+  // The form offers the tools the worker serves and its sandbox grants (P.tool.list), and no other:
+  // the first of them, with arguments shaped by its input schema, until the user types their own.
+  const tools = new Map(); // name -> inputSchema
+  let filled = ""; // the arguments the form last wrote itself
+  let picked = ""; // the tool the form last chose itself
+
+  function example(schema) {
+    const properties = (schema && schema.properties) || {};
+    const value = {};
+    for (const name of (schema && schema.required) || []) {
+      const type = (properties[name] || {}).type;
+      value[name] = { string: "", integer: 0, number: 0, boolean: false, array: [], object: {} }[type] ?? null;
+    }
+    return JSON.stringify(value);
+  }
+
+  function offer(name) {
+    const args = $("call-arguments");
+    if (!tools.has(name) || args.value !== filled) return; // the user's own arguments stay
+    filled = example(tools.get(name));
+    args.value = filled;
+  }
+
+  async function loadTools() {
+    let answer;
+    try {
+      answer = await (await fetch("/api/tools", { credentials: "same-origin" })).json();
+    } catch (error) {
+      answer = { error: { message: String(error) } };
+    }
+    tools.clear();
+    $("tool-names").replaceChildren();
+    for (const tool of answer.tools || []) {
+      tools.set(tool.name, tool.inputSchema);
+      const option = document.createElement("option");
+      option.value = tool.name;
+      $("tool-names").appendChild(option);
+    }
+    const name = $("call-name");
+    if (answer.error) {
+      $("call-hint").textContent = `The worker's tools could not be listed: ${answer.error.message}`;
+    } else if (!tools.size) {
+      $("call-hint").textContent = "The worker serves no tool its sandbox grants.";
+    } else {
+      $("call-hint").textContent = "";
+      // The first tool, unless the user chose one; one the form chose that is no longer served goes.
+      if (name.value === "" || (name.value === picked && !tools.has(picked))) {
+        picked = name.value = tools.keys().next().value;
       }
-    })
-    .catch(() => {});
+    }
+    offer(name.value);
+  }
+
+  $("call-name").addEventListener("input", () => offer($("call-name").value));
 
   connect();
 })();
