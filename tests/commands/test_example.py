@@ -1,12 +1,21 @@
-"""`examples/commands.py` runs as documented and prints what each step does."""
+"""`examples/commands.py` runs as documented and prints what each step does; the README's protocol
+and the example's served worker keep a command that breaks a field's `json_schema` from its handler
+(the schema is not enforced: their checks are)."""
 
+import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "commands.py"
+import pytest
+
+from interaction_worker import CommandRejected, InteractionWorker
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "commands.py"
 
 
 def test_the_example_prints_each_step() -> None:
@@ -56,3 +65,44 @@ def test_the_example_prints_each_step() -> None:
     assert values[8] == [
         {"id": "reply", "fields": {"text": {"required": True, "json_schema": {}}}}
     ]
+
+
+def readme_command_worker() -> InteractionWorker:
+    """The worker of the README's command-protocol example, run as written."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Commands a model may ask for", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert code is not None
+    namespace: dict[str, Any] = {}
+    exec(code[1], namespace)
+    worker = namespace["worker"]
+    assert isinstance(worker, InteractionWorker)
+    return worker
+
+
+def example_worker() -> InteractionWorker:
+    spec = importlib.util.spec_from_file_location("commands_example", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    worker = module.worker
+    assert isinstance(worker, InteractionWorker)
+    return worker
+
+
+@pytest.mark.parametrize("build", [readme_command_worker, example_worker])
+async def test_a_text_that_is_not_a_string_never_reaches_the_handler(
+    build: Any,
+) -> None:
+    dispatcher = build().commands
+    assert dispatcher is not None
+
+    with pytest.raises(CommandRejected) as rejected:
+        await dispatcher.dispatch({"type": "reply", "text": 5})
+    answered = await dispatcher.dispatch({"type": "reply", "text": "Hi"})
+
+    assert (rejected.value.code, rejected.value.message) == (
+        "CHECK_FAILED",
+        "text must be a string",
+    )
+    assert answered == {"id": "reply", "result": "Explanation: Hi"}
