@@ -170,7 +170,8 @@ def _span(first: str, last: str) -> str:
 
 
 def scanned_files() -> list[Path]:
-    files = [ROOT / "README.md"]
+    files = [ROOT / "README.md", ROOT / "Makefile", ROOT / "pyproject.toml"]
+    files += sorted(path for path in (ROOT / ".ci").glob("*") if path.is_file())
     for folder in SCANNED:
         for directory, subdirectories, names in os.walk(ROOT / folder):
             relative = Path(directory).relative_to(ROOT).as_posix()
