@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import nats
 import nats.js.errors
 import pytest
 from bus_harness import decode
@@ -28,6 +29,7 @@ from interaction_worker import (
     Sandbox,
 )
 from interaction_worker.commands import Interaction
+from interaction_worker.subscribers import DurableBinding
 
 pytest_plugins = ["bus_fixtures"]
 
@@ -181,3 +183,29 @@ async def test_without_the_ledger_a_delivery_no_sink_could_send_is_redelivered_u
 
     assert receipt == {"deliveryId": "u-3", "status": "accepted"}
     assert sink.deliveries == ["u-3"] * 3
+
+
+async def test_a_binding_that_serves_no_durable_kind_makes_no_calls_stream(
+    durable: Durable, nats_client: Client
+) -> None:
+    """The kinds a binding serves are its own to say (by default its handler's): observe and list
+    only need the events and dead-letter streams, no calls stream and no consumer."""
+    client = await nats.connect(durable.url)
+    handler = InteractionWorker().message_handler(prefix=durable.prefix, durable=True)
+    binding = DurableBinding(
+        client,
+        handler,
+        queue=f"{durable.prefix}-workers",
+        settings=durable.settings(),
+        kinds=("observe", "list"),
+    )
+    durable.bindings.append((binding, client))
+    await binding.start()
+    js = nats_client.jetstream()
+
+    with pytest.raises(nats.js.errors.NotFoundError):
+        await js.stream_info(f"CALLS_{durable.tag}")
+    await js.stream_info(f"DEAD_{durable.tag}")
+    listed = await nats_client.request(f"{durable.prefix}.tool.list", b"{}", timeout=5)
+    assert decode(listed) == {"tools": []}
+    assert [e.endpoint.kind for e in binding.served_endpoints()] == ["observe", "list"]
