@@ -113,7 +113,8 @@ async def replay(target: Target, run: str, count: int) -> list[str]:
 
 async def connect(target: Target) -> Client:
     # As the command line connects: credentials from INTERACTION_NATS_*, else the embedded
-    # server's token when the URL is the one recorded in the data directory (docs/cli.md, "Finding the worker").
+    # server's token when the URL is the one recorded in the data directory (docs/cli.md, "Finding
+    # the worker").
     return await connect_target(target, name="ui-fanout-example")
 
 

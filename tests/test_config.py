@@ -29,8 +29,8 @@ from interaction_worker.config import (
 )
 from interaction_worker.errors import ConfigurationError
 
-# The two blocks of docs/configuration.md 1, the defaults and the example, their comments shortened and a few
-# example values changed so that the tests can tell them from the defaults.
+# The two blocks of docs/configuration.md 1, the defaults and the example, their comments shortened
+# and a few example values changed so that the tests can tell them from the defaults.
 DEFAULTS_YAML = """\
 # Defaults: what an absent key means.
 nats:

@@ -1,8 +1,8 @@
-"""Metrics and health over HTTP (docs/configuration.md, "Metrics and health") of a worker served as `run` serves it, on a real
-nats-server: each metric moves with what the worker did (a call, a failed call, a refusal, a
-delivery, a call in flight, the ledger, an MCP server going down), `/healthz` answers while the loop
-runs, and `/readyz` turns 503 while NATS is away, while a required MCP server is down and while the
-worker drains."""
+"""Metrics and health over HTTP (docs/configuration.md, "Metrics and health") of a worker served as
+`run` serves it, on a real nats-server: each metric moves with what the worker did (a call, a failed
+call, a refusal, a delivery, a call in flight, the ledger, an MCP server going down), `/healthz`
+answers while the loop runs, and `/readyz` turns 503 while NATS is away, while a required MCP server
+is down and while the worker drains."""
 
 import asyncio
 import contextlib

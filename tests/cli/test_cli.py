@@ -1,4 +1,5 @@
-"""The command line, driven in subprocesses as a person or a script drives it (docs/configuration.md 3, docs/cli.md).
+"""The command line, driven in subprocesses as a person or a script drives it (docs/configuration.md
+3, docs/cli.md).
 
 Every `run` serves from a temporary directory on a free port (`--port 0`) with a temporary
 `--data-dir`: never port 4222, never the repository's `./.interaction`. Each `run` is stopped

@@ -90,8 +90,9 @@ async def _fanout(statuses: tuple[str, ...], policy: Any) -> Any:
     return await sink.deliver(_request(), DeliveryContext("d-1"))
 
 
-# docs/configuration.md, `output.policy`: all: accepted iff every sink accepted; rejected iff every sink rejected; else unknown.
-#            any: accepted iff at least one sink accepted; rejected iff every sink rejected; else unknown.
+# docs/configuration.md, `output.policy`:
+# all: accepted iff every sink accepted; rejected iff every sink rejected; else unknown.
+# any: accepted iff at least one sink accepted; rejected iff every sink rejected; else unknown.
 TWO_SINKS = [
     ("all", "accepted", "accepted", "accepted"),
     ("all", "accepted", "rejected", "unknown"),

@@ -1,5 +1,6 @@
-"""Output bounds and result shapes of the read-only commands (reference section 7.4, docs/configuration.md,
-`tools.commands`): the worked examples, multi-byte cuts, and every way a command can end."""
+"""Output bounds and result shapes of the read-only commands (reference section 7.4,
+docs/configuration.md, `tools.commands`): the worked examples, multi-byte cuts, and every way a
+command can end."""
 
 from collections.abc import Sequence
 from pathlib import Path

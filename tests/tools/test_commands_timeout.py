@@ -1,8 +1,8 @@
-"""A command's time is bounded by `tools.commands.timeout` alone, whatever the worker's `tool_timeout`
-(docs/configuration.md: `tool_timeout` is for any other tool). Served on a real nats-server by either binding, a
-command outlives a shorter `tool_timeout` and a longer one leaves COMMAND_TIMEOUT to the executor. In
-process: the handler arms no `tool_timeout` for any tool declaring `bounds_own_time`, and a shutdown
-still cancels it."""
+"""A command's time is bounded by `tools.commands.timeout` alone, whatever the worker's
+`tool_timeout` (docs/configuration.md: `tool_timeout` is for any other tool). Served on a real
+nats-server by either binding, a command outlives a shorter `tool_timeout` and a longer one leaves
+COMMAND_TIMEOUT to the executor. In process: the handler arms no `tool_timeout` for any tool
+declaring `bounds_own_time`, and a shutdown still cancels it."""
 
 import asyncio
 import errno

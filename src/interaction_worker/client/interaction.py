@@ -114,7 +114,8 @@ class InteractionClient:
         env: Mapping[str, str] | None = None,
         name: str = "interaction-client",
     ) -> Self:
-        """Find the worker's server as the command line does (docs/cli.md, "Finding the worker") and connect.
+        """Find the worker's server as the command line does (docs/cli.md, "Finding the worker") and
+        connect.
 
         Raises:
             ConnectError: the server cannot be reached (one line saying what was tried).

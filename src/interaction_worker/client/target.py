@@ -1,4 +1,5 @@
-"""Where a client finds the worker's NATS server, by the command line's precedence (docs/cli.md, "Finding the worker").
+"""Where a client finds the worker's NATS server, by the command line's precedence (docs/cli.md,
+"Finding the worker").
 
 The client commands work from any directory of a project: with no `--config`, the nearest
 `worker.yaml` in the current directory or its parents is the configuration, and with no file at all

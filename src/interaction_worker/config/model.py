@@ -177,7 +177,8 @@ class IdempotencySettings:
 
 @dataclass(frozen=True)
 class MetricsSettings:
-    """`metrics:` (docs/configuration.md, "Metrics and health"): where /metrics, /healthz and /readyz are served; None: not."""
+    """`metrics:` (docs/configuration.md, "Metrics and health"): where /metrics, /healthz and
+    /readyz are served; None: not."""
 
     listen: str | None = None  # HOST:PORT; port 0 takes a free one
 

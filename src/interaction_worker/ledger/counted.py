@@ -1,5 +1,5 @@
-"""The ledger's operations counted by outcome, for the metrics (docs/configuration.md, "Metrics and health":
-`interaction_ledger_operations_total{op,result}`).
+"""The ledger's operations counted by outcome, for the metrics (docs/configuration.md, "Metrics and
+health": `interaction_ledger_operations_total{op,result}`).
 
 A wrapper around any `KeyValueStore`, put in place only when a worker serves metrics: each operation
 costs the ledger a round trip to JetStream (about 220 µs, docs/benchmarks.md), beside which one more

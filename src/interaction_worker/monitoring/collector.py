@@ -1,4 +1,5 @@
-"""The worker's Prometheus metrics (docs/configuration.md, "Metrics and health"), read from its own counters at scrape time.
+"""The worker's Prometheus metrics (docs/configuration.md, "Metrics and health"), read from its own
+counters at scrape time.
 
 A custom collector rather than `prometheus_client`'s `Counter`s: each `Counter.inc()` takes a lock,
 once per message and label set, while the request path already keeps plain counters (the

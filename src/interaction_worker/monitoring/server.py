@@ -1,5 +1,6 @@
-"""The HTTP side of a served worker (docs/configuration.md, "Metrics and health"): `/metrics`, `/healthz` and `/readyz` on Starlette
-and uvicorn, in the worker's own process and event loop, started and stopped with the service.
+"""The HTTP side of a served worker (docs/configuration.md, "Metrics and health"): `/metrics`,
+`/healthz` and `/readyz` on Starlette and uvicorn, in the worker's own process and event loop,
+started and stopped with the service.
 
 In the same loop, so that a scrape reads the counters between two messages (no lock), and so that
 `/healthz` answering at all proves the loop is turning. The listening socket is bound here, before

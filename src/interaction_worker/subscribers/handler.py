@@ -83,9 +83,10 @@ class MessageHandler:
         self.kinds: tuple[Kind, ...] = tuple(self.families)
 
     def measure(self) -> None:
-        """Measure for the metrics from now on (docs/configuration.md, "Metrics and health"): each family's runs timed and counted
-        in flight, its outcomes counted by status, and the ledger's operations counted. Once; a
-        worker without metrics never calls it, and its requests pay none of this."""
+        """Measure for the metrics from now on (docs/configuration.md, "Metrics and health"): each
+        family's runs timed and counted in flight, its outcomes counted by status, and the ledger's
+        operations counted. Once; a worker without metrics never calls it, and its requests pay none
+        of this."""
         if self.measures is not None:
             return
         self.families, self.measures = measured(self.families)

@@ -1,13 +1,13 @@
 """The 14 read-only commands as tools (reference section 7), run by the sandbox's executor.
 
-Where the reference's executor throws, the result says what happened (docs/configuration.md, `tools.commands`):
-a timeout is `status: "timeout"` with COMMAND_TIMEOUT, a program missing on the machine is `failed`
-with COMMAND_UNAVAILABLE, and output the executor stopped at its limit is a truncated `success`
-with `exitCode: null` (our own kill is never COMMAND_EXIT_NONZERO).
+Where the reference's executor throws, the result says what happened (docs/configuration.md,
+`tools.commands`): a timeout is `status: "timeout"` with COMMAND_TIMEOUT, a program missing on the
+machine is `failed` with COMMAND_UNAVAILABLE, and output the executor stopped at its limit is a
+truncated `success` with `exitCode: null` (our own kill is never COMMAND_EXIT_NONZERO).
 
 A command's time is bounded by its executor's timeout (`tools.commands.timeout`) alone: the tools
-declare `bounds_own_time`, so the worker's `tool_timeout`, which governs the other tools (docs/configuration.md 1),
-is not armed for them.
+declare `bounds_own_time`, so the worker's `tool_timeout`, which governs the other tools
+(docs/configuration.md 1), is not armed for them.
 """
 
 from collections.abc import Mapping, Sequence

@@ -1,5 +1,5 @@
-"""Metrics on the request path (docs/configuration.md, "Metrics and health"): a family wrapped so that its runs are timed and
-counted in flight, and its outcomes counted by status.
+"""Metrics on the request path (docs/configuration.md, "Metrics and health"): a family wrapped so
+that its runs are timed and counted in flight, and its outcomes counted by status.
 
 Only a worker serving metrics wraps its families (`MessageHandler.measure`); without metrics the
 families run as they are, so the hot path costs what discovery's counters cost and nothing more.
