@@ -24,8 +24,8 @@ TEXT_SUFFIXES = {".md", ".yaml", ".yml", ".toml", ".conf", ".html", ".js", ".css
 # Data, not documentation: the workspace a recorded example reads, installed npm packages.
 SKIPPED = ("examples/replay/workspace", "tests/mcp/npm")
 
-# A document: `docs/wire.md`, `../README.md`, `wire.md`; not part of a longer path or URL.
-_DOCUMENT = r"(?<![\w./-])(?P<path>(?:\.\./|docs/)?[\w-]+\.md)(?![\w/])"
+# A document: `docs/wire.md`, `../README.md`, `wire.md`, any relative path; not part of a URL.
+_DOCUMENT = r"(?<![\w./:-])(?P<path>(?:[\w.-]+/)*[\w-]+\.md)(?![\w/])"
 # What may follow it: an anchor (in a link), then a section: numbers (`7`, `1.1`, `sections 2
 # and 9`, `3-4`, `§1`) or a quoted title (`, "Alerts"`).
 _NUMBERS = r"\d+(?:\.\d+)*(?:(?:\s*[-–,]\s*|\s+and\s+)\d+(?:\.\d+)*)*"
@@ -123,11 +123,12 @@ def _slug(heading: str) -> str:
 
 @cache
 def resolve(path: str, source: Path) -> Path | None:
-    """The file a reference in `source` names: beside it, else under docs/, else at the root."""
+    """The file a reference in `source` names: beside it, else under docs/ (a bare name), else from
+    the root."""
     if path.startswith("docs/"):
         candidates = [ROOT / path]
-    elif path.startswith("../"):
-        candidates = [source.parent / path]
+    elif "/" in path:
+        candidates = [source.parent / path, ROOT / path]
     else:
         candidates = [source.parent / path, DOCS / path, ROOT / path]
     for candidate in candidates:
@@ -316,6 +317,10 @@ def test_every_markdown_link_to_a_local_file_resolves() -> None:
         pytest.param("(operat" + "e.md 3)", ["does not exist"], id="spec-file"),
         pytest.param("docs/confi" + "g.md", ["does not exist"], id="no-such-doc"),
         pytest.param("[x](tools.md#nowhere)", ["has no anchor"], id="anchor"),
+        pytest.param("examples/replay/README.md", [], id="relative-path"),
+        pytest.param(
+            "../shared/spec/confi" + "g.md 3", ["does not exist"], id="outside-path"
+        ),
     ],
 )
 def test_a_reference_is_checked_for_its_document_and_section(
