@@ -244,9 +244,10 @@ def _code_texts(text: str, start: int, end: int) -> Iterator[tuple[bool, str, in
     block: list[str] = []
     block_start = offset = start
     for line in text[start:end].splitlines(keepends=True):
-        code, comment = _split_comment(line)
-        for string in _STRING.finditer(code):
-            yield False, string[0], offset + string.start()
+        code, comment = _split_comment(line) if "#" in line else (line, None)
+        if ".md" in code:
+            for string in _STRING.finditer(code):
+                yield False, string[0], offset + string.start()
         if block and (comment is None or code.strip()):
             yield True, " ".join(block), block_start
             block = []
@@ -264,11 +265,11 @@ def _code_texts(text: str, start: int, end: int) -> Iterator[tuple[bool, str, in
 
 def _split_comment(line: str) -> tuple[str, str | None]:
     """The code and the comment of a line: the first `#` not inside a one-line string."""
-    for index, character in enumerate(line):
-        if character == "#" and not (
-            line.count('"', 0, index) % 2 or line.count("'", 0, index) % 2
-        ):
+    index = line.find("#")
+    while index != -1:
+        if not (line.count('"', 0, index) % 2 or line.count("'", 0, index) % 2):
             return line[:index], line[index + 1 :]
+        index = line.find("#", index + 1)
     return line, None
 
 
