@@ -1229,3 +1229,15 @@ def test_the_inbox_prefix_defaults_to_inbox_and_may_name_its_own_reply_prefix() 
     )
     assert own.nats.inbox_prefix == "team.inbox"
     assert own.effective()["nats"]["inbox_prefix"] == "team.inbox"
+
+
+def test_account_inboxes_is_off_by_default_and_read_as_a_boolean() -> None:
+    assert not parse_settings(None, base_dir=Path.cwd()).subjects.account_inboxes
+    on = parse_settings({"subjects": {"account_inboxes": True}}, base_dir=Path.cwd())
+    assert on.subjects.account_inboxes
+    assert on.effective()["subjects"]["account_inboxes"] is True
+    again = parse_settings(on.effective(), base_dir=Path.cwd())
+    assert again.subjects == on.subjects
+    with pytest.raises(ConfigurationError) as refused:
+        parse_settings({"subjects": {"account_inboxes": "yes"}}, base_dir=Path.cwd())
+    assert "subjects.account_inboxes must be true or false" in str(refused.value)

@@ -254,6 +254,7 @@ def serve_options(
         prefix=settings.subjects.prefix,
         queue=settings.subjects.queue_group,
         reply_prefixes=settings.subjects.reply_prefixes,
+        account_inboxes=settings.subjects.account_inboxes,
         data_dir=settings.data_dir,
         port=port,
         tool_timeout=settings.tool_timeout,

@@ -51,6 +51,8 @@ class ServeOptions:
     prefix: str = "interaction"
     queue: str | None = None
     reply_prefixes: tuple[str, ...] = ("_INBOX.",)
+    # `subjects.account_inboxes` (docs/operations.md, "Permissions").
+    account_inboxes: bool = False
     data_dir: Path = Path(".interaction")
     port: int | None = None
     tool_timeout: float | None = 60.0
@@ -205,6 +207,7 @@ async def serve(
                 prefix=options.prefix,
                 queue=options.queue,
                 reply_prefixes=options.reply_prefixes,
+                account_inboxes=options.account_inboxes,
                 tool_timeout=options.tool_timeout,
                 max_pending=options.max_pending,
                 idempotency=options.idempotency,
@@ -216,6 +219,7 @@ async def serve(
                 prefix=options.prefix,
                 queue=options.queue,
                 reply_prefixes=options.reply_prefixes,
+                account_inboxes=options.account_inboxes,
                 tool_timeout=options.tool_timeout,
                 max_pending=options.max_pending,
                 idempotency=options.idempotency,

@@ -240,6 +240,7 @@ class Serve:
         max_pending: int = 1000,
         graceful_timeout: float = 5.0,
         idempotency: IdempotencySettings | None = None,
+        account_inboxes: bool = False,
     ) -> Served:
         url = url or self.url
         prefix = prefix or unique_prefix()
@@ -255,6 +256,7 @@ class Serve:
                 max_pending=max_pending,
                 tool_timeout=tool_timeout,
                 idempotency=idempotency,
+                account_inboxes=account_inboxes,
             )
             self.served.append(served)
             await served.nats_binding.start()
@@ -262,7 +264,10 @@ class Serve:
             broker = NatsBroker(url, logger=None, graceful_timeout=graceful_timeout)
             broker.include_router(
                 worker.router(
-                    prefix=prefix, tool_timeout=tool_timeout, idempotency=idempotency
+                    prefix=prefix,
+                    tool_timeout=tool_timeout,
+                    idempotency=idempotency,
+                    account_inboxes=account_inboxes,
                 )
             )
             served.broker = broker

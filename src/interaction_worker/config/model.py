@@ -46,6 +46,9 @@ class SubjectSettings:
     prefix: str = "interaction"
     queue: str | None = None
     reply_prefixes: tuple[str, ...] = ("_INBOX.",)
+    # A core request that came through an account's service import may ask for its reply only under
+    # its own account's inbox slice, `_INBOX.<account>.` (docs/operations.md, "Permissions").
+    account_inboxes: bool = False
 
     @property
     def queue_group(self) -> str:
@@ -249,6 +252,7 @@ class Settings:
                 "prefix": self.subjects.prefix,
                 "queue": self.subjects.queue,
                 "reply_prefixes": list(self.subjects.reply_prefixes),
+                "account_inboxes": self.subjects.account_inboxes,
             },
             "data_dir": str(self.data_dir),
             "workspace": str(self.workspace),

@@ -139,7 +139,13 @@ def _subjects(top: Section) -> SubjectSettings:
             "must be subject tokens ending with a dot, such as _INBOX.",
             list_rule="must be a list of subject prefixes",
         )
-    return SubjectSettings(prefix=prefix, queue=queue, reply_prefixes=reply_prefixes)
+        account_inboxes = s.boolean("account_inboxes", False)
+    return SubjectSettings(
+        prefix=prefix,
+        queue=queue,
+        reply_prefixes=reply_prefixes,
+        account_inboxes=account_inboxes,
+    )
 
 
 def _is_origin(value: str) -> bool:

@@ -21,7 +21,7 @@ from ..ledger import RECORD_ENVELOPE, CountedStore, Ledger
 from .dead_letters import UtcTimestamps
 from .delivery import Redeliver
 from .endpoints import Endpoint, Measures
-from .incoming import Incoming, reply_target
+from .incoming import Incoming, ReplyTarget, account_reply_target, reply_target
 from .outgoing import Outgoing, Publish
 from .refusals import Refusals
 from .requests import Nodes, Shutdown, families, ledgered, measured
@@ -39,6 +39,8 @@ class MessageHandler:
         ledger: the idempotency ledger the calls and deliveries run under (wire.md 8), if any.
         durable: the handler of a durable binding (wire.md 7): what certainly did not start comes
             back later instead of being answered.
+        account_inboxes: a request that came through an account's import may ask for its reply
+            only under that account's inbox slice (`subjects.account_inboxes`).
         clock: the `receivedAt` of dead letters.
     """
 
@@ -54,10 +56,15 @@ class MessageHandler:
         logger: logging.Logger = _LOGGER,
         ledger: Ledger | None = None,
         durable: bool = False,
+        account_inboxes: bool = False,
     ) -> None:
         self.worker = worker
         self.subjects = subjects
         self.reply_prefixes = reply_prefixes
+        # Chosen once: with the setting off, a request pays nothing for it.
+        self._reply_target: ReplyTarget = (
+            account_reply_target if account_inboxes else reply_target
+        )
         self.outgoing = Outgoing(subjects, max_payload)
         if ledger is not None:
             self.outgoing.record_allowance = RECORD_ENVELOPE
@@ -123,12 +130,12 @@ class MessageHandler:
         self, msg: Incoming
     ) -> tuple[str | None, InteractionWorkerError | None]:
         """Where the reply goes: a valid Interaction-Reply-To header, else the reply subject."""
-        return reply_target(msg, self.reply_prefixes)
+        return self._reply_target(msg, self.reply_prefixes)
 
     async def handle(self, kind: Kind, msg: Incoming) -> list[Publish]:
         family = self.families[kind]
         if msg.headers:
-            target, reply_error = reply_target(msg, self.reply_prefixes)
+            target, reply_error = self._reply_target(msg, self.reply_prefixes)
         else:
             target, reply_error = msg.reply or None, None
         body = None
@@ -166,7 +173,7 @@ class MessageHandler:
         the last one): never run again. Its recorded outcome is published (`unknown` for a call left
         started); else it is dead-lettered, UNAVAILABLE "Gave up after N deliveries" (wire.md 7)."""
         family = self.families[kind]
-        target, _ = reply_target(msg, self.reply_prefixes)
+        target, _ = self._reply_target(msg, self.reply_prefixes)
         body = None
         key, identifier = NO_KEY, None
         try:
