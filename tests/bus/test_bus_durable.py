@@ -399,6 +399,25 @@ async def test_a_stream_missing_subjects_gets_them_and_another_capturing_them_st
     assert "overlap another stream's" in str(refused.value)
 
 
+async def test_the_events_stream_allows_direct_gets_even_one_an_earlier_version_made(
+    durable: Durable, nats_client: Client
+) -> None:
+    """Its history is read with direct gets (docs/console.md), which need no consumer right."""
+    js = nats_client.jetstream()
+    earlier = f"EVENTS_{durable.tag}"
+    await js.add_stream(
+        api.StreamConfig(name=earlier, subjects=[f"{durable.prefix}.tool.result.>"])
+    )
+    await durable.serve()
+    assert (await js.stream_info(earlier)).config.allow_direct
+    fresh = Durable(durable.url)
+    await fresh.serve()
+    try:
+        assert (await js.stream_info(f"EVENTS_{fresh.tag}")).config.allow_direct
+    finally:
+        await fresh.close()
+
+
 class Unreachable:
     """A sink that could not connect (nothing sent) its first `times` deliveries, then accepts."""
 

@@ -72,6 +72,10 @@ def stream_configs(
             duplicate_window=min(settings.duplicate_window, settings.events_max_age),
             num_replicas=replicas,
             storage=storage,
+            # Its history is read through direct gets, which need no consumer-create right: a
+            # reader with that right could aim a push consumer at a request subject
+            # (docs/operations.md, "Permissions").
+            allow_direct=True,
         ),
         dead=api.StreamConfig(
             name=settings.dead_stream,
@@ -192,11 +196,18 @@ async def _ensure_stream(
                 f"durable mode needs {_value(config.retention)}"
             )
         missing = [s for s in config.subjects if s not in (current.subjects or [])]
+        direct = bool(config.allow_direct) and not current.allow_direct
+        if direct:
+            logger.warning("stream %s: direct gets allowed", name)
         if missing:
             logger.warning("stream %s: subjects %s added", name, ", ".join(missing))
+        if missing or direct:
             try:
                 await js.update_stream(
-                    current.evolve(subjects=[*(current.subjects or []), *missing])
+                    current.evolve(
+                        subjects=[*(current.subjects or []), *missing],
+                        allow_direct=current.allow_direct or config.allow_direct,
+                    )
                 )
             except nats.js.errors.APIError as error:
                 if error.err_code == _OVERLAP:
