@@ -8,18 +8,17 @@ reconnection would keep dialling the old address.
 """
 
 import asyncio
-import datetime
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js import api
 
 from ..client import InteractionClient
 from .events import build_event, event_subjects, sink_subject
+from .history import StreamHistory
 from .hub import Hub
 
 _LOGGER = logging.getLogger("interaction_worker.console")
@@ -33,7 +32,7 @@ Connector = Callable[[Disconnected], Awaitable[Client]]
 # connection, so that a clock step or an event in flight at the cut is not missed.
 _RECONNECT_OVERLAP = 2.0
 _REPLAY_WAIT = 5.0
-# The stream sends what it holds at once: a second without a message means there is no more.
+# The stream answers a direct get at once: a second without an answer means there is no more.
 _REPLAY_IDLE = 1.0
 
 
@@ -164,15 +163,24 @@ class BusFeed:
             return
         self._show(msg)
 
-    def _show(
-        self, msg: Msg, *, received_at: float | None = None, replayed: bool = False
+    def _show(self, msg: Msg) -> None:
+        self._publish(msg.subject, msg.data, msg.headers)
+
+    def _publish(
+        self,
+        subject: str,
+        data: bytes,
+        headers: Mapping[str, str] | None,
+        *,
+        received_at: float | None = None,
+        replayed: bool = False,
     ) -> None:
         self.hub.publish(
             build_event(
                 self.hub.next_seq(),
-                msg.subject,
-                msg.data,
-                msg.headers,
+                subject,
+                data,
+                headers,
                 prefix=self.options.prefix,
                 instance=self.hub.instance,
                 received_at=received_at,
@@ -182,51 +190,38 @@ class BusFeed:
 
     async def _replay(self, nc: Client) -> set[str]:
         """The last `history` events of the stream (after a lost connection: those since), shown
-        in order; the `Nats-Msg-Id`s replayed."""
+        in order; the `Nats-Msg-Id`s replayed. Read with direct gets, never a consumer."""
         stream, count = self.options.events_stream, self.options.history
         if stream is None or count < 1:
             return set()
-        js = nc.jetstream(timeout=_REPLAY_WAIT)
-        state = (await js.stream_info(stream)).state
-        if state.messages == 0:
-            return set()
-        config = api.ConsumerConfig(
-            filter_subjects=[
-                s for s in event_subjects(self.options.prefix) if ".dead." not in s
-            ],
-            inactive_threshold=30.0,
-        )
-        if self._lost_at is None:
-            config.deliver_policy = api.DeliverPolicy.BY_START_SEQUENCE
-            config.opt_start_seq = max(state.first_seq, state.last_seq - count + 1)
-        else:
-            config.deliver_policy = api.DeliverPolicy.BY_START_TIME
-            config.opt_start_time = datetime.datetime.fromtimestamp(
-                self._lost_at - _RECONNECT_OVERLAP, datetime.UTC
-            )
-        subscription = await js.subscribe(
-            "", stream=stream, ordered_consumer=True, config=config
+        history = StreamHistory(
+            nc, stream, f"{self.options.prefix}.>", idle=_REPLAY_IDLE
         )
         replayed: set[str] = set()
-        try:
-            async with asyncio.timeout(_REPLAY_WAIT):
-                while True:
-                    try:
-                        msg = await subscription.next_msg(timeout=_REPLAY_IDLE)
-                    except TimeoutError:
-                        break
-                    meta = msg.metadata
-                    msg_id = (msg.headers or {}).get("Nats-Msg-Id")
-                    if not self.hub.seen(msg_id):
-                        self._show(
-                            msg, received_at=meta.timestamp.timestamp(), replayed=True
-                        )
-                    if msg_id is not None:
-                        replayed.add(msg_id)
-                    if meta.sequence.stream >= state.last_seq or meta.num_pending == 0:
-                        break
-        finally:
-            await subscription.unsubscribe()
+        async with asyncio.timeout(_REPLAY_WAIT):
+            last = await history.last_sequence()
+            if last is None:
+                return replayed
+            if self._lost_at is None:
+                stored = history.read(
+                    until=last, batch=count, sequence=max(1, last - count + 1)
+                )
+            else:
+                stored = history.read(
+                    until=last, batch=count, since=self._lost_at - _RECONNECT_OVERLAP
+                )
+            async for message in stored:
+                msg_id = (message.headers or {}).get("Nats-Msg-Id")
+                if not self.hub.seen(msg_id):
+                    self._publish(
+                        message.subject,
+                        message.data,
+                        message.headers,
+                        received_at=message.stored_at,
+                        replayed=True,
+                    )
+                if msg_id is not None:
+                    replayed.add(msg_id)
         return replayed
 
 
