@@ -35,6 +35,7 @@ from interaction_worker.client import (
     InteractionRequestError,
     NoWorkerError,
 )
+from interaction_worker.console.history import StreamHistory
 from interaction_worker.testing import NatsServer, NatsServerFactory
 
 pytestmark = pytest.mark.slow
@@ -42,9 +43,13 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 WORKER_CONFIG = DEPLOY / "worker.yaml"
-USERS = ("clients", "workers", "ui", "operator")
-# Per-user reply inboxes (deploy/nats/accounts.conf; `nats.inbox_prefix` of each user's configuration).
-INBOXES = {"clients": "_INBOX.clients", "operator": "_INBOX.operator"}
+USERS = ("workers", "agent_a", "agent_b", "operator", "ui")
+# Each account's inbox slice (deploy/nats/accounts.conf; `nats.inbox_prefix` of its user's configuration).
+INBOXES = {
+    "agent_a": "_INBOX.AGENT_A",
+    "agent_b": "_INBOX.AGENT_B",
+    "operator": "_INBOX.OPERATOR",
+}
 # Bounds that hold on a loaded 2-core machine.
 CLUSTER_BOUND = 30.0
 START_BOUND = 30.0
@@ -196,7 +201,7 @@ def logged_violations(cluster: Cluster) -> set[tuple[str, str, str]]:
 
 
 _VIOLATION = re.compile(
-    r'"INTERACTION/user:(?P<user>[^"]+)" - (?P<action>Publish|Subscription) Violation'
+    r'"[^"/]+/user:(?P<user>[^"]+)" - (?P<action>Publish|Subscription) Violation'
     r' - Subject "(?P<subject>[^"]+)"'
 )
 
@@ -408,7 +413,8 @@ def healthcheck(url: str) -> list[str]:
 def command_line(
     cluster: Cluster, server: NatsServer, *args: str
 ) -> subprocess.CompletedProcess[str]:
-    """`interaction-worker ARGS --config deploy/worker.yaml` as the `clients` user."""
+    """`interaction-worker ARGS --config deploy/worker.yaml` as the `agent_a` user (the file's
+    `nats.inbox_prefix` is its account's slice)."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -416,8 +422,8 @@ def command_line(
     }
     env |= {
         "INTERACTION_NATS_URL": server.url,
-        "INTERACTION_NATS_USER": "clients",
-        "INTERACTION_NATS_PASSWORD": cluster.passwords["clients"],
+        "INTERACTION_NATS_USER": "agent_a",
+        "INTERACTION_NATS_PASSWORD": cluster.passwords["agent_a"],
         "PYTHONPATH": str(REPO / "src"),
     }
     return subprocess.run(
@@ -451,26 +457,30 @@ async def test_each_committed_user_can_do_its_job_and_nothing_else(
         await workers.until_ready()
         async with users(
             cluster,
-            ("clients", nats_2),
+            ("agent_a", nats_2),
             ("ui", nats_3),
             ("operator", nats_1),
             ("workers", nats_3),
         ) as (client, ui, operator, worker):
-            seen_by_ui, dead, delivered = Inbox(), Inbox(), Inbox()
-            await ui.nc.subscribe("interaction.tool.result.>", cb=seen_by_ui.on_message)
+            seen_by_client, dead, delivered = Inbox(), Inbox(), Inbox()
+            seen_by_ui = Inbox()
+            await client.nc.subscribe(
+                "interaction.tool.result.>", cb=seen_by_client.on_message
+            )
+            await ui.nc.subscribe("deliveries.>", cb=seen_by_ui.on_message)
             await operator.nc.subscribe("interaction.dead.>", cb=dead.on_message)
             await operator.nc.subscribe("deliveries.>", cb=delivered.on_message)
-            await asyncio.gather(ui.nc.flush(), operator.nc.flush())
+            await asyncio.gather(client.nc.flush(), ui.nc.flush(), operator.nc.flush())
 
             # A client sends a call and reads its events (the observation is an event it
-            # subscribes to); the worker takes it from the stream, runs it, replies and publishes.
+            # subscribes to); the worker takes it from the stream, runs it, replies into the
+            # client's inbox slice and publishes the events its account imports.
             calls = InteractionClient(
-                client.nc, inbox_prefix=INBOXES["clients"], timeout=20
+                client.nc, inbox_prefix=INBOXES["agent_a"], timeout=20
             )
             outcome = await calls.call_tool("count", call_id="perm-1")
             assert outcome.result.status == outcome.observation.status == "success"
-            # A UI reads the events.
-            await seen_by_ui.until("interaction.tool.result.perm-1")
+            await seen_by_client.until("interaction.tool.result.perm-1")
             # The image's HEALTHCHECK, run against this worker, finds it ready.
             check = await asyncio.to_thread(
                 subprocess.run, healthcheck(workers.metrics[0]), timeout=START_BOUND
@@ -485,15 +495,16 @@ async def test_each_committed_user_can_do_its_job_and_nothing_else(
                 json.loads(line)["name"] for line in listed.stdout.splitlines()
             ] == ["count"]
 
-            # A client may neither forge an event nor read dead letters or another user's inbox.
+            # A client may neither forge an event nor read dead letters or another's inbox.
             await client.nc.publish("interaction.tool.result.forged", b"{}")
             await client.refused("Publish", "interaction.tool.result.forged")
             await client.nc.subscribe("interaction.dead.>")
             await client.refused("Subscription", "interaction.dead.>")
-            await client.nc.subscribe("_INBOX.operator.>")
-            await client.refused("Subscription", "_INBOX.operator.>")
+            await client.nc.subscribe("_INBOX.OPERATOR.>")
+            await client.refused("Subscription", "_INBOX.OPERATOR.>")
 
-            # A UI may only read events: no call, no dead letters.
+            # A UI may only read the deliveries: no call, no dead letters, and (by default) no
+            # events.
             sent_by_ui = {"call": {"id": "ui-1", "name": "count", "arguments": {}}}
             await ui.nc.publish(
                 "interaction.tool.call", json.dumps(sent_by_ui).encode()
@@ -501,6 +512,8 @@ async def test_each_committed_user_can_do_its_job_and_nothing_else(
             await ui.refused("Publish", "interaction.tool.call")
             await ui.nc.subscribe("interaction.dead.>")
             await ui.refused("Subscription", "interaction.dead.>")
+            await ui.nc.subscribe("interaction.tool.result.>")
+            await ui.refused("Subscription", "interaction.tool.result.>")
 
             # A refused call still gets its error reply and dead letter, which the operator reads.
             with pytest.raises(InteractionRequestError):
@@ -508,7 +521,7 @@ async def test_each_committed_user_can_do_its_job_and_nothing_else(
             letter = json.loads((await dead.until("interaction.dead.tool.perm-2")).data)
             assert letter["callId"] == "perm-2"
 
-            # The operator sends a delivery and reads the delivered message.
+            # The operator sends a delivery and reads the delivered message, as a UI does.
             console = InteractionClient(
                 operator.nc, inbox_prefix=INBOXES["operator"], timeout=20
             )
@@ -520,60 +533,47 @@ async def test_each_committed_user_can_do_its_job_and_nothing_else(
             )
             assert receipt.status == "accepted"
             await delivered.until("deliveries.perm-3")
+            await seen_by_ui.until("deliveries.perm-3")
             # The console's form lists the tools the worker offers.
             assert "count" in [tool.name for tool in await console.list_tools()]
-            # and reads the events' history through an ephemeral ordered consumer, but may not
-            # leave a durable consumer behind on the events stream.
-            history = await operator.nc.jetstream().subscribe(
-                "interaction.tool.result.>",
-                stream="INTERACTION_EVENTS",
-                ordered_consumer=True,
-            )
-            first = await history.next_msg(timeout=REFUSAL_BOUND)
-            assert first.subject == "interaction.tool.result.perm-1"
-            await history.unsubscribe()
-            durable = "$JS.API.CONSUMER.DURABLE.CREATE.INTERACTION_EVENTS.kept"
-            await operator.nc.publish(durable, b"{}")
-            await operator.refused("Publish", durable)
-            kept = {
-                "stream_name": "INTERACTION_EVENTS",
-                "config": {"durable_name": "kept"},
-            }
-            answer = await operator.nc.request(
-                "$JS.API.CONSUMER.CREATE.INTERACTION_EVENTS",
-                json.dumps(kept).encode(),
-                timeout=5,
-            )
-            # "consumer expected to be ephemeral but a durable name was set in request"
-            refusal = json.loads(answer.data)["error"]
-            assert refusal["err_code"] == 10020, refusal
+            # It reads the events' history with direct gets, as the console does, and holds no
+            # consumer right at all.
+            history = StreamHistory(operator.nc, "INTERACTION_EVENTS", "interaction.>")
+            last = await history.last_sequence()
+            assert last is not None
+            stored = [m async for m in history.read(until=last, batch=10)]
+            assert stored[0].subject == "interaction.tool.result.perm-1"
+            consumer = "$JS.API.CONSUMER.CREATE.INTERACTION_EVENTS"
+            await operator.nc.publish(consumer, b"{}")
+            await operator.refused("Publish", consumer)
 
             # A worker may neither remove the streams it uses nor read the replies it sent.
             await worker.nc.publish("$JS.API.STREAM.DELETE.INTERACTION_CALLS", b"")
             await worker.refused("Publish", "$JS.API.STREAM.DELETE.INTERACTION_CALLS")
-            await worker.nc.subscribe("_INBOX.clients.>")
-            await worker.refused("Subscription", "_INBOX.clients.>")
+            await worker.nc.subscribe("_INBOX.AGENT_A.>")
+            await worker.refused("Subscription", "_INBOX.AGENT_A.>")
 
             # What was refused did not happen; what was allowed raised nothing.
             await calls.call_tool("count", call_id="perm-4")
-            await seen_by_ui.until("interaction.tool.result.perm-4")
-            assert "interaction.tool.result.forged" not in seen_by_ui.subjects()
+            await seen_by_client.until("interaction.tool.result.perm-4")
+            assert "interaction.tool.result.forged" not in seen_by_client.subjects()
             assert [call for call, _ in workers.executions()] == ["perm-1", "perm-4"]
             assert operator.violations() == [
-                f'permissions violation for publish to "{durable.lower()}"'
+                f'permissions violation for publish to "{consumer.lower()}"'
             ]
             assert len(client.violations()) == 3
-            assert len(ui.violations()) == 2
+            assert len(ui.violations()) == 3
     # The servers logged exactly the refusals provoked above: none for the serving worker.
     assert logged_violations(cluster) == {
-        ("clients", "Publish", "interaction.tool.result.forged"),
-        ("clients", "Subscription", "interaction.dead.>"),
-        ("clients", "Subscription", "_INBOX.operator.>"),
+        ("agent_a", "Publish", "interaction.tool.result.forged"),
+        ("agent_a", "Subscription", "interaction.dead.>"),
+        ("agent_a", "Subscription", "_INBOX.OPERATOR.>"),
         ("ui", "Publish", "interaction.tool.call"),
         ("ui", "Subscription", "interaction.dead.>"),
-        ("operator", "Publish", durable),
+        ("ui", "Subscription", "interaction.tool.result.>"),
+        ("operator", "Publish", consumer),
         ("workers", "Publish", "$JS.API.STREAM.DELETE.INTERACTION_CALLS"),
-        ("workers", "Subscription", "_INBOX.clients.>"),
+        ("workers", "Subscription", "_INBOX.AGENT_A.>"),
     }
 
 
@@ -597,8 +597,8 @@ async def test_two_workers_on_the_cluster_answer_every_call_once_while_a_node_is
         await workers.until_ready()
         workers.start(nats_2)
         await workers.until_ready()
-        async with users(cluster, ("clients", nats_3)) as (client,):
-            calls = InteractionClient(client.nc, inbox_prefix=INBOXES["clients"])
+        async with users(cluster, ("agent_a", nats_3)) as (client,):
+            calls = InteractionClient(client.nc, inbox_prefix=INBOXES["agent_a"])
             ids = [f"c-{i}" for i in range(CALLS)]
             answers: dict[str, dict[str, Any]] = {}
             answered_at: list[float] = []
@@ -654,8 +654,8 @@ async def test_two_workers_on_the_cluster_answer_every_call_once_while_a_node_is
             streams = await cluster.streams()
 
         survivor = next(s for s in cluster.servers if s.process.poll() is None)
-        async with users(cluster, ("operator", survivor)) as (operator,):
-            info = await operator.nc.jetstream().stream_info(
+        async with users(cluster, ("workers", survivor)) as (inspector,):
+            info = await inspector.nc.jetstream().stream_info(
                 "INTERACTION_EVENTS", subjects_filter="interaction.>"
             )
             recorded = info.state.subjects or {}

@@ -16,6 +16,7 @@ from typing import Any
 import kubernetes_validate.utils as kubernetes  # type: ignore[import-untyped]
 import pytest
 import yaml
+from nats_conf import parse
 
 from interaction_worker.config import Settings, parse_settings
 from interaction_worker.embedded import find_nats_server
@@ -25,7 +26,10 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"
 NATS = DEPLOY / "nats"
-USERS = ("clients", "workers", "ui", "operator")
+USERS = ("workers", "agent_a", "agent_b", "operator", "ui")
+# The accounts of deploy/nats/accounts.conf: the workers', two client identities, the console's, the UIs'.
+WORKERS, OPERATOR, UI = "INTERACTION", "OPERATOR", "UI"
+CLIENT_ACCOUNTS = ("AGENT_A", "AGENT_B")
 # The oldest and the newest Kubernetes whose schemas kubernetes-validate ships.
 KUBERNETES_VERSIONS = ("1.25.0", "1.37.0")
 # What a pinned image reference looks like: a tag with a full version, or a digest.
@@ -192,12 +196,15 @@ def test_the_worker_configuration_is_valid_and_durable_on_three_replicas() -> No
     assert settings.idempotency.replicas == 3
     assert settings.idempotency.enabled in (None, True)  # on in durable mode
     assert settings.metrics.listen == "0.0.0.0:9464"
-    # Replies go to the users' own inboxes (deploy/nats/accounts.conf), and to nothing else.
+    # Replies go to the accounts' own inbox slices (deploy/nats/accounts.conf), and nowhere else;
+    # a core request through an import only to its own account's.
     assert sorted(settings.subjects.reply_prefixes) == [
-        "_INBOX.clients.",
-        "_INBOX.operator.",
+        "_INBOX.AGENT_A.",
+        "_INBOX.AGENT_B.",
+        "_INBOX.OPERATOR.",
     ]
-    assert settings.nats.inbox_prefix == "_INBOX.clients"
+    assert settings.subjects.account_inboxes
+    assert settings.nats.inbox_prefix == "_INBOX.AGENT_A"
 
 
 def test_compose_gives_the_workers_the_same_configuration_plus_its_mcp_server() -> None:
@@ -272,105 +279,229 @@ def test_the_cluster_has_three_routed_nodes_with_a_jetstream_store() -> None:
     assert names == [["nats-1"], ["nats-2"], ["nats-3"]]
 
 
-def user_block(user: str) -> str:
-    """The text of one user's entry in accounts.conf: from its `user:` line to the next one."""
-    text = (NATS / "accounts.conf").read_text()
-    start = re.search(rf"^\s*user:\s*{user}$", text, re.M)
-    assert start is not None, user
-    following = re.search(r"^\s*user:\s*\S+$", text[start.end() :], re.M)
-    return text[start.end() : start.end() + following.start() if following else None]
+def accounts() -> dict[str, dict[str, Any]]:
+    """deploy/nats/accounts.conf's accounts, read as data."""
+    document = parse((NATS / "accounts.conf").read_text())
+    found: dict[str, dict[str, Any]] = document["accounts"]
+    return found
 
 
-def allowed(user: str, direction: str) -> set[str]:
-    """The subjects of `direction` (publish or subscribe) `allow: [...]` of one user."""
-    block = user_block(user)
-    match = re.search(rf"{direction}:\s*\{{\s*allow:\s*\[(.*?)\]", block, re.S)
-    if match is None:
-        return set()
-    lines = (line.split("#", 1)[0].strip().strip('"') for line in match[1].splitlines())
-    return {line for line in lines if line}
+def user(account: str) -> dict[str, Any]:
+    """The one user of an account."""
+    (only,) = accounts()[account]["users"]
+    found: dict[str, Any] = only
+    return found
 
 
-def test_the_permissions_name_what_the_worker_configuration_names() -> None:
-    """Change a prefix, a stream, the bucket or the queue in worker.yaml, and this fails until
-    accounts.conf follows."""
+def rights(account: str, direction: str, kind: str = "allow") -> set[str]:
+    """The subjects an account's user may (`allow`) or may not (`deny`) publish or subscribe to."""
+    permissions = user(account)["permissions"].get(direction, {})
+    return set(permissions.get(kind, []))
+
+
+def imported(account: str) -> dict[str, set[str]]:
+    """What an account imports from the workers' account: {"service": subjects, "stream": subjects}."""
+    found: dict[str, set[str]] = {"service": set(), "stream": set()}
+    for entry in accounts()[account].get("imports", []):
+        ((kind, source),) = entry.items()
+        assert source["account"] == WORKERS, entry
+        found[kind].add(source["subject"])
+    return found
+
+
+def exported(kind: str) -> dict[str, dict[str, Any]]:
+    """The workers' account's exports of one kind, by subject, with their settings."""
+    found = {}
+    for entry in accounts()[WORKERS]["exports"]:
+        if kind in entry:
+            found[entry[kind]] = {k: v for k, v in entry.items() if k != kind}
+    return found
+
+
+class Names:
+    """The subjects and JetStream names deploy/worker.yaml gives, as accounts.conf must name them."""
+
+    def __init__(self, settings: Settings) -> None:
+        p = settings.subjects.prefix
+        self.requests = {f"{p}.{s}" for s in ("tool.call", "mcp.call", "observe")}
+        self.requests |= {f"{p}.{s}" for s in ("output.deliver", "tool.list")}
+        self.requests |= {f"{p}.{s}" for s in ("command", "command.catalog")}
+        # The console's form: calls, deliveries, the tools' names; never P.observe or commands.
+        self.console_requests = {
+            f"{p}.{s}" for s in ("tool.call", "mcp.call", "output.deliver", "tool.list")
+        }
+        self.events = {
+            f"{p}.{family}.>"
+            for family in (
+                "tool.result",
+                "tool.observation",
+                "mcp.result",
+                "mcp.observation",
+                "output.receipt",
+                "command.done",
+            )
+        }
+        self.dead = f"{p}.dead.>"
+        self.sinks = {
+            re.sub(r"\{key\}$", ">", sink.subject)
+            for sink in settings.output.sinks
+            if sink.type == "nats" and sink.subject is not None
+        }
+        self.calls = settings.durable.calls_stream
+        self.events_stream = settings.durable.events_stream
+        self.streams = (self.calls, self.events_stream, settings.durable.dead_stream)
+        self.bucket = settings.idempotency.bucket
+        # Every durable consumer a worker may create: a worker given commands in code has one more.
+        self.consumers = [
+            f"{settings.subjects.queue_group}-{kind}" for kind in DURABLE_KINDS
+        ]
+        self.direct_get = f"$JS.API.DIRECT.GET.{self.events_stream}"
+
+
+def test_the_workers_account_exports_requests_events_inboxes_and_history_only() -> None:
+    """Change a prefix, a stream or a sink in worker.yaml, and this fails until accounts.conf
+    follows."""
+    names = Names(load_config(DEPLOY / "worker.yaml"))
+    assert names.sinks == {"deliveries.>"}
+    services = exported("service")
+    assert set(services) == names.requests | {names.direct_get}
+    for subject in names.requests:
+        # A short life for the server's mapping of a reply that goes elsewhere (docs/operations.md).
+        assert seconds(services[subject]["response_threshold"]) <= 10, subject
+        assert "accounts" not in services[subject]
+    assert services[names.direct_get] == {
+        "response_type": "stream",
+        "accounts": [OPERATOR],
+    }
+    streams = exported("stream")
+    assert set(streams) == names.events | {names.dead, "_INBOX.*.>"} | names.sinks
+    assert all(streams[subject] == {} for subject in names.events)
+    assert streams[names.dead] == {"accounts": [OPERATOR]}
+    assert streams["deliveries.>"] == {"accounts": [OPERATOR, UI]}
+    assert streams["_INBOX.*.>"] == {"account_token_position": "2"}
+    # Only the workers' account holds streams.
+    assert [a for a, block in accounts().items() if "jetstream" in block] == [WORKERS]
+
+
+def test_each_account_imports_and_may_use_what_its_role_needs_and_nothing_else() -> (
+    None
+):
     settings = load_config(DEPLOY / "worker.yaml")
-    p = settings.subjects.prefix
-    requests = {
-        f"{p}.{s}" for s in ("tool.call", "mcp.call", "observe", "output.deliver")
+    names = Names(settings)
+    assert sorted(accounts()) == sorted([WORKERS, *CLIENT_ACCOUNTS, OPERATOR, UI])
+    for account in CLIENT_ACCOUNTS:
+        inbox = f"_INBOX.{account}.>"
+        assert imported(account) == {
+            "service": names.requests,
+            "stream": names.events | {inbox},
+        }
+        assert rights(account, "publish") == names.requests
+        assert rights(account, "subscribe") == names.events | {inbox}
+    assert imported(OPERATOR) == {
+        "service": names.console_requests | {names.direct_get},
+        "stream": names.events | {names.dead, "_INBOX.OPERATOR.>"} | names.sinks,
     }
-    requests |= {f"{p}.{s}" for s in ("tool.list", "command", "command.catalog")}
-    events = {
-        f"{p}.{family}.>"
-        for family in (
-            "tool.result",
-            "tool.observation",
-            "mcp.result",
-            "mcp.observation",
-            "output.receipt",
-            "command.done",
-        )
-    }
-    sinks = {
-        re.sub(r"\{key\}$", ">", sink.subject)
-        for sink in settings.output.sinks
-        if sink.type == "nats" and sink.subject is not None
-    }
-    assert sinks == {"deliveries.>"}
-    calls, events_stream = settings.durable.calls_stream, settings.durable.events_stream
-    streams = (calls, events_stream, settings.durable.dead_stream)
-    bucket = settings.idempotency.bucket
-    # Every durable consumer a worker may create: a worker given commands in code has one more.
-    consumers = [f"{settings.subjects.queue_group}-{kind}" for kind in DURABLE_KINDS]
-    inbox = settings.nats.inbox_prefix
+    assert rights(OPERATOR, "publish") == names.console_requests | {names.direct_get}
+    assert (
+        rights(OPERATOR, "subscribe")
+        == names.events
+        | {
+            names.dead,
+            "_INBOX.OPERATOR.>",
+        }
+        | names.sinks
+    )
+    # A browser, by default: the deliveries only (docs/operations.md).
+    assert imported(UI) == {"service": set(), "stream": names.sinks}
+    assert rights(UI, "publish") == set()
+    assert rights(UI, "publish", "deny") == {">"}
+    assert rights(UI, "subscribe") == names.sinks
+    # No account but the workers' holds a JetStream right beyond the history's direct gets: no
+    # consumer (its push consumer could deliver onto a request subject), no ledger, no stream.
+    for account in (*CLIENT_ACCOUNTS, OPERATOR, UI):
+        jetstream = {s for s in rights(account, "publish") if s.startswith("$")}
+        assert jetstream <= {names.direct_get}, account
 
-    assert allowed("clients", "publish") == requests
-    assert allowed("clients", "subscribe") == events | {f"{inbox}.>"}
-    assert allowed("ui", "publish") == set()
-    assert allowed("ui", "subscribe") == events
-    worker_publish = allowed("workers", "publish")
-    assert events | {f"{p}.dead.>"} | sinks <= worker_publish
-    for stream in (*streams, f"KV_{bucket}"):
+
+def test_the_workers_keep_their_streams_and_answer_where_the_accounts_listen() -> None:
+    settings = load_config(DEPLOY / "worker.yaml")
+    names = Names(settings)
+    publish = rights(WORKERS, "publish")
+    assert names.events | {names.dead} | names.sinks <= publish
+    # Replies: to an account's inbox slice, and to a request's `_R_.` subject through an import.
+    assert {"_INBOX.>", "_R_.>"} <= publish
+    for stream in (*names.streams, f"KV_{names.bucket}"):
         for action in ("INFO", "CREATE", "UPDATE"):
-            assert f"$JS.API.STREAM.{action}.{stream}" in worker_publish
-    for consumer in consumers:
+            assert f"$JS.API.STREAM.{action}.{stream}" in publish
+    for consumer in names.consumers:
         for action in ("INFO", "DURABLE.CREATE", "MSG.NEXT"):
-            assert f"$JS.API.CONSUMER.{action}.{calls}.{consumer}" in worker_publish
-        assert f"$JS.ACK.{calls}.{consumer}.>" in worker_publish
-    assert f"$KV.{bucket}.>" in worker_publish
+            assert f"$JS.API.CONSUMER.{action}.{names.calls}.{consumer}" in publish
+        assert f"$JS.ACK.{names.calls}.{consumer}.>" in publish
+    assert f"$KV.{names.bucket}.>" in publish
     # Never delete or purge: nothing in the workers' rights names another JetStream action.
-    assert not [
-        s for s in worker_publish if re.search(r"DELETE|PURGE|STEPDOWN|REMOVE", s)
-    ]
-    assert allowed("workers", "subscribe") == requests | {"$SRV.>", "_INBOX.>"}
-    denied = re.search(r"deny:\s*\[(.*?)\]", user_block("workers"), re.S)
-    assert denied is not None
-    assert set(re.findall(r'"([^"]+)"', denied[1])) == {
-        "_INBOX.clients.>",
-        "_INBOX.operator.>",
+    assert not [s for s in publish if re.search(r"DELETE|PURGE|STEPDOWN|REMOVE", s)]
+    assert rights(WORKERS, "subscribe") == names.requests | {"$SRV.>", "_INBOX.>"}
+    # Each reply prefix is exactly an account's inbox slice, and the workers read none of them.
+    slices = {
+        s.removesuffix(">")
+        for account in accounts()
+        for s in imported(account)["stream"]
+        if s.startswith("_INBOX.")
     }
-    assert allowed("operator", "publish") == {
-        f"{p}.tool.call",
-        f"{p}.mcp.call",
-        f"{p}.output.deliver",
-        f"{p}.tool.list",  # the console's form lists the tools
-        f"$JS.API.STREAM.INFO.{events_stream}",
-        f"$JS.API.CONSUMER.CREATE.{events_stream}",
-        f"$JS.FC.{events_stream}.>",
-    }
-    assert allowed("operator", "subscribe") == events | {
-        f"{p}.dead.>",
-        "deliveries.>",
-        "_INBOX.operator.>",
-    }
-    # Each reply prefix is exactly a user's inbox: a reply can go nowhere else.
-    inboxes = {
-        s[: -len(">")]
-        for u in USERS
-        for s in allowed(u, "subscribe")
-        if s.startswith("_INBOX.") and u != "workers"
-    }
-    assert inboxes == set(settings.subjects.reply_prefixes)
+    assert slices == set(settings.subjects.reply_prefixes)
+    assert rights(WORKERS, "subscribe", "deny") == {f"{s}>" for s in slices}
+    assert settings.nats.inbox_prefix + "." in slices
+
+
+def check_with_import(
+    tmp_path: Path, account: str, entry: str
+) -> subprocess.CompletedProcess[str]:
+    """nats-server's check of nats-1.conf with accounts.conf's `account` importing `entry` too."""
+    text = (NATS / "accounts.conf").read_text()
+    opened = text.index("imports: [", text.index(f"\n  {account} {{")) + len(
+        "imports: ["
+    )
+    (tmp_path / "accounts.conf").write_text(
+        f"{text[:opened]}\n      {entry}{text[opened:]}"
+    )
+    # nats-server reads an include's path relative to the including file.
+    server = os.path.relpath(NATS / "server.conf", tmp_path)
+    node = tmp_path / "node.conf"
+    node.write_text(f'include "{server}"\ninclude ./accounts.conf\n')
+    env = {"PATH": os.environ.get("PATH", "")} | password_variables()
+    return nats_check(node, env)
+
+
+def test_the_unchanged_accounts_pass_the_same_check(tmp_path: Path) -> None:
+    checked = check_with_import(tmp_path, "AGENT_B", "")
+    assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("account", "subject"),
+    [
+        ("AGENT_B", "_INBOX.AGENT_A.>"),  # another account's replies
+        ("AGENT_B", "_INBOX.>"),  # every account's replies
+        ("AGENT_A", "interaction.dead.>"),  # the bodies every client sent
+        ("UI", "interaction.dead.>"),
+    ],
+)
+def test_a_node_refuses_an_account_that_imports_what_is_not_its_own(
+    account: str, subject: str, tmp_path: Path
+) -> None:
+    entry = f'{{stream: {{account: INTERACTION, subject: "{subject}"}}}}'
+    checked = check_with_import(tmp_path, account, entry)
+    assert checked.returncode != 0
+    assert "stream import not authorized" in checked.stderr, checked.stderr
+
+
+def test_a_node_refuses_a_client_account_that_imports_the_history(
+    tmp_path: Path,
+) -> None:
+    entry = '{service: {account: INTERACTION, subject: "$JS.API.DIRECT.GET.INTERACTION_EVENTS"}}'
+    checked = check_with_import(tmp_path, "AGENT_A", entry)
+    assert checked.returncode != 0
+    assert "service import not authorized" in checked.stderr, checked.stderr
 
 
 # --------------------------------------------------------------------------- compose
@@ -433,7 +564,7 @@ def test_compose_takes_every_password_from_the_environment() -> None:
         for name, value in (service.get("environment") or {}).items():
             if SECRET_NAME.search(name):
                 # Required from the caller's environment: `${VAR:?message}`, never a value.
-                assert re.fullmatch(r"\$\{NATS_[A-Z]+_PASSWORD:\?[^}]+\}", value), name
+                assert re.fullmatch(r"\$\{NATS_[A-Z_]+_PASSWORD:\?[^}]+\}", value), name
     assert services["worker"]["environment"]["INTERACTION_NATS_PASSWORD"].startswith(
         "${NATS_WORKERS_PASSWORD:?"
     )
