@@ -691,6 +691,10 @@ async def test_no_account_can_answer_read_or_deliver_where_another_listens(
                 reply=f"$KV.interaction_ledger.tool.{subject_key('victim-3')}",
             )
             await attacker.nc.flush()
+            # Nor may it write the bucket itself (its own account has none anyway).
+            ledger_key = f"$KV.interaction_ledger.tool.{subject_key('victim-3')}"
+            await attacker.nc.publish(ledger_key, b"{}")
+            await attacker.refused("Publish", ledger_key)
             # The operator aims a push consumer of the events stream at the call subject.
             created = await aim_a_push_consumer_at_the_calls(operator)
             if created is not None:
