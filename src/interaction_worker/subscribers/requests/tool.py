@@ -3,7 +3,6 @@
 import asyncio
 from typing import Any
 
-from ...contracts import ExternalResult
 from ...contracts.keys import valid_id
 from ...nodes import ToolContext
 from ..dead_letters import CALL_ID, IdNames
@@ -66,25 +65,24 @@ class ToolCalls:
             context = ToolContext(identifier, self.worker.sandbox, deadline=deadline)
         call = self.worker.call_tool_document(body, context=context, trusted_json=True)
         task = asyncio.current_task()
-        if deadline is None or task is None:
-            result = await self.shutdown.cancellable(call, body, _source)
-            return result.to_wire() if isinstance(result, ExternalResult) else result
-        self.deadlines.watch(task, deadline)
         try:
-            result = await call
+            if deadline is None or task is None:
+                result = await call
+            else:
+                # Disarmed when the call ends, however it ends: a refused call's deadline must not
+                # cancel what this task (a dispatcher worker's) runs next.
+                with self.deadlines.scope(task, deadline) as scope:
+                    result = await call
+                if scope.expired:
+                    return failure(
+                        body["call"]["id"],
+                        body["call"]["name"],
+                        "timeout",
+                        "TOOL_TIMEOUT",
+                        "Tool call timed out",
+                    ).to_wire()
         except asyncio.CancelledError:
-            if not self.deadlines.unwatch(task):
-                return self.shutdown.result(body, _source).to_wire()
-            task.uncancel()
-            return failure(
-                body["call"]["id"],
-                body["call"]["name"],
-                "timeout",
-                "TOOL_TIMEOUT",
-                "Tool call timed out",
-            ).to_wire()
-        if self.deadlines.unwatch(task):
-            task.uncancel()  # the tool swallowed the cancellation and finished: keep its result
+            return self.shutdown.result(body, _source).to_wire()
         return result
 
     def publishes(
