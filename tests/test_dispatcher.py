@@ -11,6 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from interaction_worker import InteractionWorker, Sandbox, ToolContext
 from interaction_worker.subscribers import Dispatcher, Incoming, Publish
 
@@ -45,6 +47,9 @@ class Probe:
                 assert first is not None
                 first.cancel()
                 await asyncio.sleep(0)
+            if arguments.get("cancel_later"):
+                assert first is not None
+                first.cancel()  # and return before the cancellation is delivered
         finally:
             self.running -= 1
         self.tasks[context.call_id] = (first, asyncio.current_task())
@@ -241,19 +246,101 @@ async def test_a_timed_out_call_leaves_nothing_behind_for_the_next_call_on_its_w
     assert d.workers == 1
 
 
-async def test_calls_queued_behind_a_worker_that_dies_are_still_run() -> None:
+async def test_calls_queued_behind_a_worker_that_dies_are_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     probe, recorder = Probe(), Recorder()
     d = dispatcher(probe, recorder, concurrency=1)
 
     await d.submit("tool", request("dies", cancel_self=True))
     for i in range(3):
         await d.submit("tool", request(f"after-{i}"))
-    await recorder.until(lambda: d.pending == 0)
+    await recorder.until(lambda: d.pending == 0 and len(recorder.replies()) == 4)
 
-    # A cancellation that is neither a deadline nor shutdown ends the call unanswered, as a cancelled
-    # task would; the calls behind it get a new worker.
-    assert sorted(recorder.replies()) == ["after-0", "after-1", "after-2"]
-    assert d.pending == 0 and d.in_flight == 0
+    # A cancellation that is neither a deadline nor shutdown ends the worker, as a cancelled task
+    # would: its call is refused INTERNAL, the worker counted and logged, and the calls behind it
+    # get a new one.
+    replies = recorder.replies()
+    assert replies.pop("dies") == {
+        "error": {"code": "INTERNAL", "message": "Internal error"}
+    }
+    assert all(reply["status"] == "success" for reply in replies.values())
+    assert d.pending == 0 and d.in_flight == 0 and d.lost == 1
+    assert "a dispatcher worker ended (cancelled, not by shutdown)" in caplog.text
+
+
+async def test_a_cancellation_left_on_a_worker_after_its_call_does_not_reach_the_next() -> (
+    None
+):
+    probe, recorder = Probe(), Recorder()
+    d = dispatcher(probe, recorder, concurrency=1)
+
+    await d.submit("tool", request("leaves-one", cancel_later=True))
+    await d.submit("tool", request("next", sleep=0.01))
+    await recorder.until(lambda: d.pending == 0 and len(recorder.replies()) == 2)
+
+    # The first call finished; the cancellation it requested of its task would have cut the next
+    # call on that task. A fresh worker runs it instead.
+    replies = recorder.replies()
+    assert replies["leaves-one"]["status"] == "success"
+    assert replies["next"]["status"] == "success"
+    first, _ = probe.tasks["leaves-one"]
+    after, _ = probe.tasks["next"]
+    assert first is not after and d.lost == 1
+
+
+async def test_a_worker_woken_for_a_call_then_cancelled_before_it_runs_is_replaced() -> (
+    None
+):
+    probe, recorder = Probe(), Recorder()
+    d = dispatcher(probe, recorder)
+    await d.submit("tool", request("first"))
+    await recorder.until(lambda: d.pending == 0)
+    (parked,) = workers()
+
+    # The message wakes the parked worker (counted ready for it); it is cancelled before it runs.
+    await d.submit("tool", request("second"))
+    parked.cancel()
+    await asyncio.wait([parked])
+    await d.submit("tool", request("third"))
+    async with asyncio.timeout(2):
+        await recorder.until(lambda: len(recorder.replies()) == 3)
+
+    assert all(reply["status"] == "success" for reply in recorder.replies().values())
+    assert d.pending == 0 and d.lost == 1
+
+
+async def test_queued_calls_with_no_worker_to_take_them_are_seen_stalled() -> None:
+    probe, recorder = Probe(), Recorder()
+    d = dispatcher(probe, recorder, concurrency=2)
+    assert d.stalled_for(100.0) == 0.0
+
+    await d.submit("tool", request("held", gate=True))
+    await d.submit("tool", request("behind", gate=True))
+    await d.submit("tool", request("queued"))
+    await asyncio.sleep(0.01)
+    # Two running, at the limit: the third waits for one of them, which is no stall.
+    assert d.in_flight == 2 and d.stalled_for(100.0) == 0.0 == d.stalled_for(200.0)
+
+    # Both workers lost and not replaced (what the dispatcher's own accounting prevents): no one
+    # takes the queued call.
+    d._summon = lambda wanted: None  # type: ignore[method-assign]
+    for task in workers():
+        task.cancel()
+    await asyncio.sleep(0.01)
+    assert d.pending == 1 and d.in_flight == 0 and d.workers == 0
+    assert d.stalled_for(100.0) == 0.0  # first seen
+    assert d.stalled_for(103.5) == 3.5
+    await d.submit("tool", request("more"))
+    assert d.stalled_for(104.0) == 4.0  # the same head still waits
+
+
+def workers() -> list[asyncio.Task[Any]]:
+    return [
+        task
+        for task in asyncio.all_tasks()
+        if task.get_coro().__qualname__ == "Dispatcher._work"  # type: ignore[union-attr]
+    ]
 
 
 async def test_shutdown_finishes_running_calls_refuses_queued_ones_and_ends_every_worker() -> (
@@ -288,11 +375,7 @@ async def test_a_parked_worker_cancelled_from_outside_is_replaced() -> None:
     d = dispatcher(probe, recorder)
     await d.submit("tool", request("first"))
     await recorder.until(lambda: d.pending == 0)
-    parked = [
-        task
-        for task in asyncio.all_tasks()
-        if task.get_coro().__qualname__ == "Dispatcher._work"  # type: ignore[union-attr]
-    ]
+    parked = workers()
     assert len(parked) == 1 and d.workers == 1
 
     parked[0].cancel()

@@ -11,6 +11,13 @@ task (deadlines, anyio cancel scopes, `asyncio.timeout`) sees one task per messa
 suspends with messages still queued, another worker is summoned for them, so a slow call never holds
 up the calls behind it: workers are added only as calls actually wait.
 
+A worker task outlives its messages, so nothing armed for one message may reach the next: a deadline
+is disarmed with its call (`requests/deadlines.py`), and a worker left with a cancellation request
+after a message ends rather than take another. A worker that ends other than by shutdown (cancelled
+from outside, a bug) is counted (`lost`), logged and replaced by the next message that needs one; a
+message its cancellation cut is refused INTERNAL. `stalled_for` tells the readiness probe when queued
+messages have no worker to take them (docs/operations.md).
+
 Waiting to publish is not such a wait. nats-py's `publish` waits only when the connection's outgoing
 buffer is full; other workers would then run more calls only to queue more output behind it (in a
 flood of calls, each blocked worker holding one more outcome). The queue waits for the publishing
@@ -27,7 +34,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from ..errors import InteractionWorkerError, Overloaded, ShuttingDown
+from ..errors import InteractionWorkerError, Internal, Overloaded, ShuttingDown
 from .endpoints import Endpoint, clock
 from .handler import MessageHandler
 from .incoming import Incoming
@@ -69,6 +76,11 @@ class Dispatcher:
         self._check_scheduled = False
         # Workers publishing an outcome: nonzero between two callbacks only while a publish waits.
         self._publishing = 0
+        # Workers that ended other than by shutdown (a stray cancellation, a bug): each is replaced.
+        self.lost = 0
+        self._answering: set[asyncio.Task[None]] = set()
+        # The queue's head when a stall was first seen, and when (`stalled_for`).
+        self._stall: tuple[tuple[Endpoint, Incoming], float] | None = None
 
     @property
     def pending(self) -> int:
@@ -153,6 +165,9 @@ class Dispatcher:
         queue, busy = self._queue, self._busy
         handle, publish, clock = self.handler.handle, self.publish, self.clock
         ready = True
+        parked: asyncio.Future[None] | None = None
+        done = False  # ended on its own (shutdown, or too many parked), not lost
+        lost: BaseException | str | None = None
         started = clock()
         try:
             while True:
@@ -165,7 +180,14 @@ class Dispatcher:
                         loop.call_soon(self._check)
                     busy.add(task)
                     try:
-                        publishes = await handle(endpoint.kind, msg)
+                        try:
+                            publishes = await handle(endpoint.kind, msg)
+                        except asyncio.CancelledError:
+                            # The handler answers every failure and shutdown's cancellations; this
+                            # task was cancelled by something else, before anything was published.
+                            if not self.closing:
+                                self._unanswered(endpoint.kind, msg)
+                            raise
                         self._publishing += 1
                         try:
                             await publish(publishes)
@@ -183,21 +205,84 @@ class Dispatcher:
                         started = now
                     self._ready += 1
                     ready = True
+                    if task.cancelling():
+                        # A cancellation requested while this message ran, and not withdrawn: it
+                        # would cut the next message. A fresh task takes the queue instead.
+                        lost = f"a cancellation outlived the message on {msg.subject}"
+                        return
                 if self.closing or len(self._parked) >= _MAX_PARKED:
+                    done = True
                     return
                 parked = loop.create_future()
                 self._parked.append(parked)
                 self._ready -= 1
                 ready = False
                 await parked  # `_summon` counts this worker ready again
+                parked = None
                 ready = True
                 started = clock()
+        except BaseException as error:
+            lost = error
+            raise
         finally:
-            if ready:
+            # Woken by `_summon` (which counted it ready) but cancelled before it ran again.
+            if ready or (
+                parked is not None and parked.done() and not parked.cancelled()
+            ):
                 self._ready -= 1
             self._workers.discard(task)
+            if not done and not self.closing:
+                self.lost += 1
+                self.logger.error(
+                    "a dispatcher worker ended (%s); %d running, %d queued: it is replaced",
+                    _why(lost),
+                    len(busy),
+                    len(queue),
+                )
             if self._queue and self._ready == 0 and not self.closing:
                 self._summon(1)
+
+    def _unanswered(self, kind: Kind, msg: Incoming) -> None:
+        """Refuse, INTERNAL, a message whose worker was cancelled while it ran (published from a
+        task of its own: the cancelled worker ends)."""
+        self.logger.error(
+            "handling %s was cancelled, neither by shutdown nor by its deadline: refused INTERNAL",
+            msg.subject,
+        )
+        answer = asyncio.get_running_loop().create_task(
+            self._refuse_quietly(kind, msg, Internal())
+        )
+        self._answering.add(answer)
+        answer.add_done_callback(self._answering.discard)
+
+    async def _refuse_quietly(
+        self, kind: Kind, msg: Incoming, error: InteractionWorkerError
+    ) -> None:
+        try:
+            await self.refuse(kind, msg, error)
+        except Exception:
+            self.logger.exception("refusing %s failed", msg.subject)
+
+    def stalled_for(self, now: float) -> float:
+        """Seconds the message at the head of the queue has waited with no worker to take it (none
+        running, or fewer than `concurrency` allows), as successive calls see it: `now` is the
+        caller's monotonic clock, and the first call that sees a stall answers 0. A worker waiting
+        for the connection to take its output holds the queue on purpose: not a stall."""
+        queue = self._queue
+        limit = self.concurrency
+        if (
+            not queue
+            or self._publishing
+            or self.closing
+            or (self._busy and limit is not None and len(self._workers) >= limit)
+        ):
+            self._stall = None
+            return 0.0
+        head = queue[0]
+        if self._stall is None or self._stall[0] is not head:
+            self._stall = (head, now)
+            return 0.0
+        return now - self._stall[1]
 
     async def shutdown(self, grace: float) -> None:
         """Refuse what has not started, let running calls finish within `grace`, then cancel them
@@ -220,3 +305,13 @@ class Dispatcher:
                 for task in late:
                     task.cancel()
                 await asyncio.wait(late, timeout=max(grace, 5.0))
+
+
+def _why(lost: BaseException | str | None) -> str:
+    if isinstance(lost, str):
+        return lost
+    if isinstance(lost, asyncio.CancelledError):
+        return "cancelled, not by shutdown"
+    if lost is None:
+        return "no reason given"
+    return f"{type(lost).__name__} raised"
