@@ -320,7 +320,8 @@ class Claim:
         return mine
 
     def abandon(self) -> None:
-        """Stop renewing without writing (the task is being cancelled): the lease runs out."""
+        """Stop renewing without writing: the lease runs out. Idempotent; `Ledgered` calls it as
+        each message ends, however it ends, so no renewal outlives its message."""
         self._stop_renewing()
 
     async def _write(self, value: bytes) -> None:

@@ -8,7 +8,6 @@ What each family contributes (what the id stands for, its `unknown` outcome, how
 recorded and read back) is its `Terms`. Nothing else on the request path knows about the ledger.
 """
 
-import asyncio
 from typing import Any, Generic, Protocol, TypeVar
 
 from ...contracts import ExternalResult, McpInvokeOutput, OutputReceipt
@@ -119,42 +118,45 @@ class Ledgered(Generic[Outcome]):
                 raise _recorded_error(error)
             return terms.recorded(begun.outcome)
         claim = begun
-        if claim.unknown:
-            outcome = terms.unknown(body, identifier)
-            _recorded(await claim.done(terms.record(outcome) or {}))
-            return outcome
-        token = starting.set(claim.start)
+        # The lease is renewed while the message runs, never after it, however it ends.
         try:
-            outcome = await self.family.run(body, identifier, msg)
-        except asyncio.CancelledError:
-            claim.abandon()
-            raise
-        except StoreUnavailable:
-            # The `started` mark could not be written: the side effect did not start.
-            await claim.release()
-            if may_redeliver():
-                raise Redeliver from None
-            raise Unavailable("The idempotency ledger is unavailable") from None
-        except Exception as error:
-            if not claim.started:
+            if claim.unknown:
+                outcome = terms.unknown(body, identifier)
+                _recorded(await claim.done(terms.record(outcome) or {}))
+                return outcome
+            token = starting.set(claim.start)
+            try:
+                outcome = await self.family.run(body, identifier, msg)
+            except StoreUnavailable:
+                # The `started` mark could not be written: the side effect did not start.
                 await claim.release()
-                raise
-            refusal = error if isinstance(error, InteractionWorkerError) else Internal()
-            _recorded(
-                await claim.done(
-                    {"error": {"code": refusal.code, "message": refusal.message}}
+                if may_redeliver():
+                    raise Redeliver from None
+                raise Unavailable("The idempotency ledger is unavailable") from None
+            except Exception as error:
+                if not claim.started:
+                    await claim.release()
+                    raise
+                refusal = (
+                    error if isinstance(error, InteractionWorkerError) else Internal()
                 )
-            )
-            raise
+                _recorded(
+                    await claim.done(
+                        {"error": {"code": refusal.code, "message": refusal.message}}
+                    )
+                )
+                raise
+            finally:
+                starting.reset(token)
+            recorded = terms.record(outcome) if claim.started else None
+            if recorded is None:
+                # Nothing started: a retry runs it (in durable mode, `Redelivered` sends it back).
+                await claim.release()
+            else:
+                _recorded(await claim.done(recorded))
+            return outcome
         finally:
-            starting.reset(token)
-        recorded = terms.record(outcome) if claim.started else None
-        if recorded is None:
-            # Nothing started: a retry runs it (in durable mode, `Redelivered` sends it back).
-            await claim.release()
-        else:
-            _recorded(await claim.done(recorded))
-        return outcome
+            claim.abandon()
 
     async def resolve(self, body: dict[str, Any], identifier: str) -> Outcome | None:
         """The outcome of a durable message delivered past its last attempt (wire.md 7): the
