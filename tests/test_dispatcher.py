@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from interaction_worker import InteractionWorker, Sandbox, ToolContext
+from interaction_worker import (
+    DeliveryContext,
+    InteractionWorker,
+    OutputRequest,
+    Sandbox,
+    ToolContext,
+)
 from interaction_worker.subscribers import Dispatcher, Incoming, Publish
 
 SCHEMA = {"type": "object"}
@@ -385,3 +391,52 @@ async def test_a_parked_worker_cancelled_from_outside_is_replaced() -> None:
 
     assert sorted(recorder.replies()) == ["first", "second"]
     assert d.workers == 1
+
+
+class CancelsItsDelivery:
+    """A sink that cancels the task delivering through it (a bug of its own), then waits."""
+
+    async def deliver(self, request: OutputRequest, context: DeliveryContext) -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        await asyncio.sleep(0)
+        return {"deliveryId": request.delivery_id, "status": "accepted"}
+
+
+async def test_a_delivery_cancelled_by_anything_but_shutdown_is_an_unknown_receipt(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    recorder = Recorder()
+    worker = InteractionWorker(output=CancelsItsDelivery())
+    d = Dispatcher(worker.message_handler(), recorder, concurrency=1)
+
+    for delivery_id in ("d-1", "d-2"):
+        body = {
+            "deliveryId": delivery_id,
+            "message": {"role": "assistant", "content": "hi"},
+        }
+        await d.submit(
+            "output",
+            Incoming(
+                "interaction.output.deliver",
+                json.dumps(body).encode(),
+                None,
+                f"_INBOX.r.{delivery_id}",
+            ),
+        )
+    await recorder.until(lambda: len(recorder.replies()) == 2)
+
+    # The sink may have it: never an error, never silence; the worker keeps serving.
+    for delivery_id, receipt in recorder.replies().items():
+        assert receipt == {
+            "deliveryId": delivery_id,
+            "status": "unknown",
+            "error": {
+                "code": "SINK_CANCELLED",
+                "message": "The sink's call was cancelled before it answered",
+                "retryable": False,
+            },
+        }
+    assert d.lost == 0 and d.workers == 1
+    assert "delivery d-1 on interaction.output.deliver was cancelled" in caplog.text

@@ -1,5 +1,6 @@
 """INTERACTION.OUTPUT: input validated before the sink, one deliver per request, receipt validated (section 6)."""
 
+import asyncio
 import math
 from collections.abc import Awaitable, Callable
 from types import MappingProxyType
@@ -575,3 +576,39 @@ async def test_each_request_is_one_deliver() -> None:
         with pytest.raises(InvalidResult):
             await worker.deliver(VALID)
     assert len(sink.calls) == 3
+
+
+@both
+async def test_a_cancellation_the_sink_raises_itself_is_an_unknown_receipt(
+    deliver: Deliver, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Raised by the sink while this delivery is not being cancelled: the sink's own work was cut.
+    sink = Collect(error=asyncio.CancelledError())
+    result = await deliver(VALID, sink)
+    assert result.to_wire() == {
+        "deliveryId": VALID["deliveryId"],
+        "status": "unknown",
+        "error": {
+            "code": "SINK_CANCELLED",
+            "message": "The sink's call was cancelled before it answered",
+            "retryable": False,
+        },
+    }
+    assert "was cancelled" in caplog.text
+
+
+async def test_a_delivery_that_is_cancelled_is_cancelled() -> None:
+    started = asyncio.Event()
+
+    class Waits:
+        async def deliver(
+            self, request: OutputRequest, context: DeliveryContext
+        ) -> Any:
+            started.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.create_task(deliver_output(VALID, Waits()))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

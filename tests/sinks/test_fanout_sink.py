@@ -214,6 +214,40 @@ async def test_a_sink_that_raises_counts_as_unknown_without_its_message(
     assert any("raises" in r.getMessage() and r.exc_info for r in caplog.records)
 
 
+async def test_a_sink_whose_own_work_is_cancelled_counts_as_unknown_and_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Cut:
+        name = "cut"
+
+        async def deliver(
+            self, request: OutputRequest, context: DeliveryContext
+        ) -> Any:
+            work: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            work.cancel()  # by something else than this delivery
+            await work
+
+    sink = FanoutSink([Fixed("accepted", "ok"), Cut()], policy="any")
+    with caplog.at_level(logging.WARNING, logger="interaction_worker"):
+        receipt = await deliver_output(_request(), sink)
+    assert receipt.status == "accepted"
+    assert receipt.metadata == {
+        "sinks": {
+            "ok": {"status": "accepted"},
+            "cut": {
+                "status": "unknown",
+                "error": {
+                    "code": "SINK_CANCELLED",
+                    "message": "The sink's call was cancelled before it answered",
+                    "retryable": False,
+                },
+            },
+        }
+    }
+    assert "fan-out fanout: sink cut's call was cancelled" in caplog.text
+    assert sink.deliveries.counts == {("ok", "accepted"): 1, ("cut", "unknown"): 1}
+
+
 async def test_a_sink_past_its_timeout_is_unknown_and_the_others_keep_theirs() -> None:
     slow = Hangs("slow", timeout=0.2)
     sink = FanoutSink([Fixed("accepted", "fast"), slow])

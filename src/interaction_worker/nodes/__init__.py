@@ -11,7 +11,13 @@ from .observe import (
     shortened_observation,
     wire_observation,
 )
-from .output import OutputSink, deliver_output, output_receipt, output_request
+from .output import (
+    OutputSink,
+    cancelled_receipt,
+    deliver_output,
+    output_receipt,
+    output_request,
+)
 from .sandbox import CommandExecutor, CommandResult, PermissionKind, Sandbox
 from .tool_registry import RegisteredTool, ToolRegistry, is_rerunnable, tool_definition
 
@@ -30,6 +36,7 @@ __all__ = [
     "Sandbox",
     "ToolContext",
     "ToolRegistry",
+    "cancelled_receipt",
     "deliver_output",
     "is_rerunnable",
     "observation_document",

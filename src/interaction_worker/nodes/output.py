@@ -1,5 +1,6 @@
 """INTERACTION.OUTPUT: validate a delivery, hand it to one sink, validate its receipt (reference section 6)."""
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -51,7 +52,9 @@ async def deliver_output(
     sink: OutputSink,
     context: DeliveryContext | None = None,
 ) -> OutputReceipt:
-    """Exactly one `deliver` per request, never retried; sink exceptions propagate.
+    """Exactly one `deliver` per request, never retried; sink exceptions propagate, except a
+    CancelledError the sink raises while this delivery is not being cancelled: the sink's own work
+    was cut, and the receipt is `unknown` SINK_CANCELLED (logged).
 
     The request is validated before the sink is called, a model too: pydantic accepts values the
     reference refuses (a blank deliveryId, a NaN in the content).
@@ -60,7 +63,36 @@ async def deliver_output(
         value.to_wire() if isinstance(value, OutputRequest) else value
     )
     await side_effect_starts()
-    receipt = await sink.deliver(
-        request, context or DeliveryContext(request.delivery_id)
-    )
+    context = context or DeliveryContext(request.delivery_id)
+    try:
+        receipt = await sink.deliver(request, context)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # this delivery is being cancelled: its caller answers it
+        # The sink's own work was cancelled (a future or task it awaited), not this delivery: it
+        # may have sent it or not.
+        context.logger.warning(
+            "the sink's call for delivery %s was cancelled", request.delivery_id
+        )
+        return cancelled_receipt(request.delivery_id)
     return output_receipt(receipt, request.delivery_id)
+
+
+SINK_CANCELLED = "SINK_CANCELLED"
+
+
+def cancelled_receipt(delivery_id: str) -> OutputReceipt:
+    """The receipt of a delivery whose sink call was cancelled before it answered: `unknown`, since
+    the sink may have it (docs/guarantees.md)."""
+    return check.output_receipt(
+        {
+            "deliveryId": delivery_id,
+            "status": "unknown",
+            "error": {
+                "code": SINK_CANCELLED,
+                "message": "The sink's call was cancelled before it answered",
+                "retryable": False,
+            },
+        }
+    )

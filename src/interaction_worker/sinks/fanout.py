@@ -10,7 +10,7 @@ from nats.aio.client import Client
 
 from ..contracts import OutputRequest, is_safe_message
 from ..errors import ConfigurationError, InvalidResult, RegistrationError
-from ..nodes import DeliveryContext, OutputSink, output_receipt
+from ..nodes import DeliveryContext, OutputSink, cancelled_receipt, output_receipt
 from ._receipts import Receipt, check_name, timed_out
 from ._sinks import (
     Deliveries,
@@ -41,8 +41,9 @@ class FanoutSink:
       `unknown`.
 
     Each sink is held to its own `timeout` attribute (10 s without one). A sink that raises, times
-    out or returns an invalid receipt counts as that sink's `unknown` (SINK_FAILED, SINK_TIMEOUT,
-    INVALID_RESULT); the exception is logged, never put in the receipt. The receipt's metadata is
+    out, returns an invalid receipt or whose call is cancelled counts as that sink's `unknown`
+    (SINK_FAILED, SINK_TIMEOUT, INVALID_RESULT, SINK_CANCELLED); the exception is logged, never put
+    in the receipt. The receipt's metadata is
     `{"sinks": {"<name>": {"status": …, "error"?: {…}}}}`; a receipt that is not accepted carries
     SINKS_REJECTED (status `rejected`) or SINKS_INCOMPLETE (status `unknown`), whose message names
     the sinks that did not accept, by name only.
@@ -108,12 +109,17 @@ class FanoutSink:
             for name in self.names:
                 self.deliveries.count(name, "unknown")
             raise
-        outcomes = [
-            _failed("SINK_FAILED") if task.cancelled() else task.result()
-            for task in tasks
-        ]
-        for name, outcome in zip(self.names, outcomes, strict=True):
+        outcomes = []
+        for name, task in zip(self.names, tasks, strict=True):
+            if task.cancelled():  # from outside the fan-out: it ended without answering
+                context.logger.warning(
+                    "fan-out %s: sink %s's call was cancelled", self.name, name
+                )
+                outcome = _cancelled(request)
+            else:
+                outcome = task.result()
             self.deliveries.count(name, outcome.status)
+            outcomes.append(outcome)
         return self._combine(request, outcomes)
 
     async def _one(
@@ -122,6 +128,15 @@ class FanoutSink:
         sink, timeout = self.sinks[index], self.timeouts[index]
         try:
             value = await deliver_within(sink, timeout, request, context)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the fan-out cancels its sinks: it counts and answers them
+            # The sink's own work was cancelled: it may have the delivery or not.
+            context.logger.warning(
+                "fan-out %s: sink %s's call was cancelled", self.name, self.names[index]
+            )
+            return _cancelled(request)
         except Exception:
             context.logger.exception(
                 "fan-out %s: sink %s raised", self.name, self.names[index]
@@ -179,6 +194,12 @@ class FanoutSink:
                 failure = failure or error
         if failure is not None:
             raise failure
+
+
+def _cancelled(request: OutputRequest) -> _Outcome:
+    receipt = cancelled_receipt(request.delivery_id)
+    assert receipt.error is not None  # an unknown receipt carries its error
+    return _Outcome("unknown", receipt.error.to_wire())
 
 
 def _failed(code: str, message: str = "The sink raised an exception") -> _Outcome:

@@ -11,6 +11,7 @@ kept by the bindings and the dispatcher around `handle`, its refusals by `refusa
 on, `measure` wraps each family to time it and count its outcomes.
 """
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -25,6 +26,7 @@ from .incoming import Incoming, ReplyTarget, account_reply_target, reply_target
 from .outgoing import Outgoing, Publish
 from .refusals import Refusals
 from .requests import Nodes, Shutdown, families, ledgered, measured
+from .requests.shutdown import being_cancelled
 from .subjects import KINDS, Kind, Subjects
 
 _LOGGER = logging.getLogger("interaction_worker")
@@ -155,7 +157,12 @@ class MessageHandler:
             return family.publishes(outcome, msg, key, target)
         except Redeliver:
             raise
-        except Exception as error:
+        except (Exception, asyncio.CancelledError) as error:
+            # A cancellation of this task (shutdown, or a stray one) is its owner's to answer: the
+            # binding that runs it. A CancelledError the request's code raised while its task is not
+            # being cancelled is that code's failure, refused as any other exception.
+            if isinstance(error, asyncio.CancelledError) and being_cancelled():
+                raise
             return self.refusals.refuse(
                 kind,
                 msg,

@@ -68,7 +68,7 @@ class Refusals:
         self,
         kind: Kind,
         msg: Incoming,
-        error: Exception,
+        error: BaseException,
         *,
         key: str = NO_KEY,
         identifier: str | None = None,

@@ -1,5 +1,11 @@
 """The results the worker writes itself when a call does not end on its own: cut by `tool_timeout`,
-or cancelled by the worker's shutdown (wire.md 6)."""
+or cancelled by the worker's shutdown (wire.md 6).
+
+A CancelledError is a cancellation of the request only while the request's task is being cancelled
+(`Task.cancelling()`); one raised while it is not comes from the code the request ran (a tool, an MCP
+client, a sink awaiting something cancelled) and is a failure of that code, answered as one
+(docs/guarantees.md). Shutdown's own cancellation becomes the `cancelled` / WORKER_SHUTDOWN outcome.
+"""
 
 import asyncio
 from collections.abc import Awaitable, Callable
@@ -25,6 +31,13 @@ def failure(
     )
 
 
+def being_cancelled() -> asyncio.Task[Any] | None:
+    """The current task when it is being cancelled (a CancelledError it handles is a cancellation of
+    it, not one the code it awaited raised), else None."""
+    task = asyncio.current_task()
+    return task if task is not None and task.cancelling() else None
+
+
 class Shutdown:
     """Whether the worker is stopping: set when shutdown cancels running calls, whose cancellation
     then becomes a WORKER_SHUTDOWN outcome instead of ending the message unanswered."""
@@ -44,12 +57,16 @@ class Shutdown:
         except asyncio.CancelledError:
             return self.result(body, source)
 
+    def cancelling(self) -> asyncio.Task[Any] | None:
+        """Called while handling a CancelledError: the current task when shutdown is cancelling it."""
+        return being_cancelled() if self.started else None
+
     def refuse(self) -> NoReturn:
         """Called while handling a CancelledError of a request that has no result to write:
         re-raises it unless shutdown caused it, else refuses the request with SHUTTING_DOWN."""
-        task = asyncio.current_task()
-        if not self.started or task is None:
-            raise asyncio.CancelledError
+        task = self.cancelling()
+        if task is None:
+            raise  # the CancelledError being handled
         task.uncancel()
         raise ShuttingDown("The worker shut down before the request finished")
 
@@ -59,9 +76,9 @@ class Shutdown:
         """Called while handling a CancelledError: re-raises it unless shutdown caused it.
 
         `source` names the call's source from its (by now validated) body."""
-        task = asyncio.current_task()
-        if not self.started or task is None:
-            raise asyncio.CancelledError
+        task = self.cancelling()
+        if task is None:
+            raise  # the CancelledError being handled
         task.uncancel()
         return failure(
             body["call"]["id"],
