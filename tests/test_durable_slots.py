@@ -1,9 +1,11 @@
 """The durable binding's slots: handed out in the order asked, several at once, never more than
-there are, and given back by a consumer cancelled while it waits or right after its turn came."""
+there are, and given back by a consumer cancelled while it waits or right after its turn came; and its
+in-progress reports, which end with their message."""
 
 import asyncio
+import logging
 
-from interaction_worker.subscribers.durable_binding import _Slots
+from interaction_worker.subscribers.durable_binding import _InProgress, _Slots
 
 
 async def test_slots_are_handed_out_in_turn_and_never_beyond_the_total() -> None:
@@ -43,3 +45,25 @@ async def test_a_consumer_cancelled_while_waiting_or_just_served_gives_nothing_a
     await asyncio.gather(served, return_exceptions=True)
 
     assert slots.free == 1 and not slots.waiting
+
+
+class Reported:
+    """A message that counts the in-progress reports the server got."""
+
+    subject = "interaction.tool.call"
+
+    def __init__(self) -> None:
+        self.reports = 0
+
+    async def in_progress(self) -> None:
+        self.reports += 1
+
+
+async def test_no_in_progress_report_is_sent_once_its_message_has_ended() -> None:
+    msg = Reported()
+    alive = _InProgress(msg, 60.0, logging.getLogger("test"))  # type: ignore[arg-type]
+    alive._due()  # a report falls due: its task is made, and runs at the next turn of the loop
+    alive.stop()  # the message is acknowledged first
+    await asyncio.gather(*alive.reports)
+
+    assert msg.reports == 0 and alive.timer is None

@@ -526,3 +526,19 @@ async def test_a_call_delivered_past_max_deliver_left_started_is_answered_unknow
     entry = await kv.get("tool.left-1")
     assert entry.value is not None
     assert json.loads(entry.value)["result"] == reply
+
+
+async def test_a_consumer_loop_cancelled_from_outside_is_started_again(
+    durable: Durable, nats_client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    binding = await durable.serve()
+    loops = list(binding._fetchers)
+    for loop in loops:
+        loop.cancel()
+    await asyncio.gather(*loops, return_exceptions=True)
+
+    reply = decode(await ask(nats_client, durable.prefix, call("after-loss")))
+
+    assert reply["status"] == "success"
+    assert binding.lost == len(loops) == len(binding._fetchers)
+    assert "the consumer loop of tool ended (cancelled)" in caplog.text

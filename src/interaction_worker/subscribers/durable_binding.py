@@ -97,6 +97,8 @@ class DurableBinding:
         # What a message's publishes go through: `_publish`, or tracing's around it (docs/tracing.md).
         self._send = self._publish if traced is None else traced(self._publish)
         self.closing = False
+        # Message tasks cancelled, and consumer loops ended, other than by shutdown.
+        self.lost = 0
         self.running: set[asyncio.Task[None]] = set()
         # One per message running, and per message a fetch in flight may bring.
         self._slots = _Slots(self.limit)
@@ -131,10 +133,36 @@ class DurableBinding:
             subscriptions.append((kind, subscription))
         await self.core.start()
         for kind, subscription in subscriptions:
-            self._fetchers.append(
-                asyncio.create_task(self._consume(kind, subscription))
-            )
+            self._fetch(kind, subscription)
         self._subscriptions = [subscription for _, subscription in subscriptions]
+
+    def _fetch(self, kind: Kind, subscription: Any) -> None:
+        """Run `kind`'s consumer loop; one that ends other than by `stop` (a stray cancellation, a
+        bug) is counted, logged and started again, so the consumer never stops being read."""
+        fetcher = asyncio.create_task(self._consume(kind, subscription))
+        self._fetchers.append(fetcher)
+
+        def ended(task: asyncio.Task[None]) -> None:
+            if task in self._fetchers:
+                self._fetchers.remove(task)
+            if self.closing or self.client.is_closed:
+                return
+            self.lost += 1
+            error = None if task.cancelled() else task.exception()
+            self.logger.error(
+                "the consumer loop of %s ended (%s): it is started again",
+                kind,
+                "cancelled" if task.cancelled() else type(error).__name__,
+                exc_info=error,
+            )
+            # After a pause: a loop that fails at once must not spin. `stop` sets `closing` first.
+            asyncio.get_running_loop().call_later(_FETCH_WAIT, again)
+
+        def again() -> None:
+            if not self.closing and not self.client.is_closed:
+                self._fetch(kind, subscription)
+
+        fetcher.add_done_callback(ended)
 
     async def _consume(self, kind: Kind, subscription: Any) -> None:
         # Each fetch holds the slots it may fill until it returns. The consumers take turns for
@@ -235,6 +263,13 @@ class DurableBinding:
             else:
                 await msg.ack()
         except asyncio.CancelledError:
+            if not self.closing:
+                self.lost += 1
+                self.logger.error(
+                    "handling %s was cancelled, not by shutdown: the server delivers it "
+                    "again after ack_wait",
+                    msg.subject,
+                )
             raise
         except Exception:
             # Publishing or acknowledging failed (the connection is away): the message comes back,
@@ -256,9 +291,10 @@ class DurableBinding:
         """Stop fetching; let running messages finish within `grace`, then cancel them (their
         outcome is published as `cancelled` / WORKER_SHUTDOWN and acknowledged)."""
         self.closing = True
-        for fetcher in self._fetchers:
+        fetchers = list(self._fetchers)
+        for fetcher in fetchers:
             fetcher.cancel()
-        await asyncio.gather(*self._fetchers, return_exceptions=True)
+        await asyncio.gather(*fetchers, return_exceptions=True)
         self._fetchers.clear()
         for subscription in self._subscriptions:
             try:
@@ -336,6 +372,8 @@ class _InProgress:
         self.timer = self.loop.call_later(self.interval, self._due)
 
     async def _report(self) -> None:
+        if self.timer is None:
+            return  # the message ended before this report ran: it is acknowledged, or coming back
         try:
             await self.msg.in_progress()
         except Exception:
@@ -344,6 +382,8 @@ class _InProgress:
             )
 
     def stop(self) -> None:
+        """No report after this (one being written finishes: cut short, it could leave a partial
+        write on the connection)."""
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
