@@ -3,9 +3,11 @@
 publishes on the broker's connection with the wire's headers only, and never hands a message to a
 worker thread). Behaviour itself is tested through both bindings in the other bus modules."""
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import anyio.to_thread
@@ -18,6 +20,7 @@ from faststream.message import StreamMessage
 from faststream.nats import NatsBroker
 
 from interaction_worker.subscribers import Incoming
+from interaction_worker.subscribers.faststream_router import _CallsInFlight
 
 pytest_plugins = ["bus_fixtures"]
 
@@ -219,3 +222,23 @@ def slow_call(call_id: str, seconds: float) -> bytes:
     return json.dumps(
         {"call": {"id": call_id, "name": "slow", "arguments": {"seconds": seconds}}}
     ).encode()
+
+
+async def test_a_call_cancelled_other_than_by_the_brokers_stop_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls = _CallsInFlight(2, "p.tool.call")
+    subscriber = SimpleNamespace(lock=None)
+    started = asyncio.Event()
+
+    async def call() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    await calls.start(subscriber, call())
+    await started.wait()
+    (task,) = calls.running
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+    assert "a call on p.tool.call was cancelled unanswered" in caplog.text

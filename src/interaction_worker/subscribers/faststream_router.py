@@ -150,12 +150,14 @@ class _CallsInFlight(MultiLock):
         self.limit = asyncio.Semaphore(limit)
         self.subject = subject
         self.running: set[asyncio.Task[None]] = set()
+        self.stopping = False
 
     async def start(self, subscriber: Any, call: Coroutine[Any, Any, None]) -> None:
         # Waiting for a free place holds up the subscription, as FastStream's own limit does.
         await self.limit.acquire()
         if subscriber.lock is not self:
             subscriber.lock = self  # a new one at each start of the subscriber
+            self.stopping = False
         self.acquire()
         task = asyncio.create_task(call)
         self.running.add(task)
@@ -165,12 +167,16 @@ class _CallsInFlight(MultiLock):
         self.running.discard(task)
         self.release()
         self.limit.release()
-        if not task.cancelled() and (error := task.exception()) is not None:
+        if task.cancelled():
+            if not self.stopping:  # cancelled by something else than the broker's stop
+                _LOGGER.error("a call on %s was cancelled unanswered", self.subject)
+        elif (error := task.exception()) is not None:
             # The handler answers every failure on the wire; what is left is a publish that failed.
             _LOGGER.error("a call on %s ended unanswered", self.subject, exc_info=error)
 
     async def wait_release(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 (FastStream's signature)
         await super().wait_release(timeout)
+        self.stopping = True
         for task in self.running:
             task.cancel()
         await asyncio.gather(*self.running, return_exceptions=True)
