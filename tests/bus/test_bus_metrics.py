@@ -23,7 +23,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from interaction_worker import InteractionWorker, Sandbox, ToolContext
 from interaction_worker.client import InteractionRequestError
 from interaction_worker.errors import ServeError
+from interaction_worker.monitoring import ServiceState
 from interaction_worker.service import ServeOptions, serve
+from interaction_worker.subscribers import Incoming
 from interaction_worker.testing import NatsServerFactory
 from interaction_worker.testing.served import ServeWorker
 
@@ -319,3 +321,77 @@ async def test_an_address_already_in_use_fails_the_start_naming_the_key() -> Non
             await serve(worker(Fails()), options, install_signal_handlers=False)
     finally:
         taken.close()
+
+
+class CancelsItself:
+    """A tool with a bug: it cancels the task running it."""
+
+    name = "cancels"
+    input_schema = {"type": "object"}
+
+    def validate(self, arguments: dict[str, Any]) -> None:
+        return None
+
+    async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        await asyncio.sleep(0)
+        return {"status": "success"}
+
+
+async def test_a_worker_lost_to_a_stray_cancellation_is_counted_and_replaced(
+    serve_worker: Any,
+) -> None:
+    handle = await serve_worker(
+        worker(CancelsItself(), Ok()), metrics=METRICS, concurrency=1
+    )
+
+    with pytest.raises(InteractionRequestError) as refused:
+        await handle.client.call_tool("cancels")
+    after = await handle.client.call_tool("ok")
+    samples = await scrape(handle.metrics_url)
+
+    assert refused.value.code == "INTERNAL"
+    assert after.result.status == "success"
+    assert value(samples, "interaction_workers_lost_total") == 1
+    assert await readiness(handle.metrics_url) == (200, {"status": "ready"})
+
+
+async def test_readiness_turns_503_while_queued_requests_have_no_worker(
+    nats_url: str,
+) -> None:
+    client = await nats.connect(nats_url, max_reconnect_attempts=1)
+    try:
+        binding = worker(Ok()).nats_binding(client, prefix=f"t{uuid.uuid4().hex}")
+        now = [100.0]
+        state = ServiceState(
+            binding.handler.worker,  # type: ignore[arg-type]
+            client=client,
+            binding=binding,
+            subscribed=True,
+            clock=lambda: now[0],
+        )
+        dispatcher = binding.dispatcher
+        # A dispatcher that takes a request and summons no worker for it (what losing its workers
+        # without replacing them did): it holds the request and runs nothing.
+        dispatcher._summon = lambda wanted: None  # type: ignore[method-assign]
+        body = json.dumps({"call": {"id": "c-1", "name": "ok", "arguments": {}}})
+        endpoint = binding.handler.endpoints["tool"]
+        assert (
+            dispatcher.offer(
+                endpoint, Incoming("p.tool.call", body.encode(), None, None)
+            )
+            is None
+        )
+
+        assert state.not_ready() == []  # first seen
+        now[0] += 1.0
+        assert state.not_ready() == []  # within the bound
+        now[0] += 1.5
+        assert state.not_ready() == [
+            "the dispatcher holds 1 requests and has started none for 2 s "
+            "(0 running, 0 workers)"
+        ]
+    finally:
+        await client.close()

@@ -70,6 +70,11 @@ class WorkerCollector(Collector):
             "Dead letters published, by kind (one per refused request)",
             labels=["kind"],
         )
+        lost = CounterMetricFamily(
+            "interaction_workers_lost",
+            "Workers (dispatcher workers, durable message tasks and consumer loops) that ended "
+            "other than by shutdown: each is replaced, or its message delivered again",
+        )
         binding = self.state.binding
         if binding is not None:
             handler = binding.handler
@@ -101,7 +106,8 @@ class WorkerCollector(Collector):
                     )
                     in_flight.add_metric([kind], measured.in_flight)
             pending.add_metric([], binding.pending)
-        yield from (requests, refusals, durations, in_flight, pending, dead)
+            lost.add_metric([], binding.workers_lost)
+        yield from (requests, refusals, durations, in_flight, pending, dead, lost)
 
     def _sinks(self) -> Iterator[Metric]:
         family = CounterMetricFamily(

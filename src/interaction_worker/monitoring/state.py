@@ -2,10 +2,15 @@
 its connection once made, its binding once built, and whether it has subscribed or is draining.
 
 Readiness is decided here from that state each time it is asked, never cached: the connection's
-own status says whether it is connected at this moment, and each MCP connection whether its session
-is up.
+own status says whether it is connected at this moment, each MCP connection whether its session is
+up, and the dispatcher whether the requests it holds have workers to run them. A dispatcher is seen
+stalled from one probe to the next (it reads no clock per message): the reason appears at the first
+probe that finds the same request still waiting, with no worker to take it, `stall_bound` seconds or
+more after one that first saw it so (docs/operations.md).
 """
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from nats.aio.client import Client
@@ -27,6 +32,10 @@ class McpServerState:
     required: bool
 
 
+# Seconds queued requests may wait with no worker to take them before the worker is not ready.
+STALL_BOUND = 2.0
+
+
 @dataclass
 class ServiceState:
     worker: InteractionWorker
@@ -34,6 +43,8 @@ class ServiceState:
     binding: NatsBinding | DurableBinding | None = None
     subscribed: bool = False
     draining: bool = False
+    stall_bound: float = STALL_BOUND
+    clock: Callable[[], float] = time.monotonic
 
     def mcp_servers(self) -> list[McpServerState]:
         registry = self.worker.mcp
@@ -64,4 +75,13 @@ class ServiceState:
             for server in self.mcp_servers()
             if server.required and not server.up
         ]
+        if self.binding is not None:
+            dispatcher = self.binding.dispatcher
+            stalled = dispatcher.stalled_for(self.clock())
+            if stalled >= self.stall_bound:
+                reasons.append(
+                    f"the dispatcher holds {dispatcher.pending} requests and has started none "
+                    f"for {stalled:.0f} s ({dispatcher.in_flight} running, "
+                    f"{dispatcher.workers} workers)"
+                )
         return reasons

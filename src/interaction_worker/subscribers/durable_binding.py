@@ -32,7 +32,7 @@ from ..ledger import StoreUnavailable
 from .delivery import Delivery, Redeliver
 from .delivery import current as current_delivery
 from .discovery import ServedEndpoint
-from .dispatcher import Publisher
+from .dispatcher import Dispatcher, Publisher
 from .durable_streams import (
     CORE_KINDS,
     DURABLE_KINDS,
@@ -198,6 +198,16 @@ class DurableBinding:
         """Messages held: those of the consumers running, and the core subscriptions' (queued or
         executing)."""
         return len(self.running) + self.core.pending
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """The core subscriptions' dispatcher."""
+        return self.core.dispatcher
+
+    @property
+    def workers_lost(self) -> int:
+        """Message tasks, consumer loops and dispatcher workers that ended other than by shutdown."""
+        return self.lost + self.core.workers_lost
 
     def served_endpoints(self) -> list[ServedEndpoint]:
         """The durable subjects (with the stream and consumer they are read from), then the core

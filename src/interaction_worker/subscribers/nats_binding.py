@@ -98,6 +98,11 @@ class NatsBinding:
         """Messages held by the dispatcher: queued or executing."""
         return self.dispatcher.pending
 
+    @property
+    def workers_lost(self) -> int:
+        """Dispatcher workers that ended other than by shutdown (each replaced)."""
+        return self.dispatcher.lost
+
     def served_endpoints(self) -> list[ServedEndpoint]:
         """The subjects this binding subscribes, as discovery lists them."""
         return [
