@@ -16,15 +16,24 @@ from types import TracebackType
 
 
 class Deadline:
-    """One call's deadline on the task that runs it, for one `with` block.
+    """One call's deadline on the task that runs it, for one `with` block: armed on entry, disarmed
+    on exit (the hot path pays for one object and its two methods, and no call beyond them).
 
     Attributes:
+        fired: the deadline passed while the block ran, and cancelled the task.
         expired: set on exit when the deadline cancelled the block and the block ended with that
             cancellation, which the exit then swallows: the caller answers with its timeout. A block
             that swallowed the cancellation and finished keeps its outcome.
     """
 
-    __slots__ = ("_deadlines", "task", "bucket", "fired", "expired", "_cancelling")
+    __slots__ = (
+        "_deadlines",
+        "task",
+        "bucket",
+        "fired",
+        "expired",
+        "_cancelling",
+    )
 
     def __init__(
         self, deadlines: "Deadlines", task: asyncio.Task[object], when: float
@@ -34,12 +43,19 @@ class Deadline:
         self.bucket = math.ceil(when / deadlines.resolution)
         self.fired = False
         self.expired = False
-        self._cancelling = 0
 
     def __enter__(self) -> "Deadline":
         # Cancellations requested before the block are someone else's: never swallowed on exit.
         self._cancelling = self.task.cancelling()
-        self._deadlines._arm(self)
+        owner = self._deadlines
+        buckets = owner._buckets
+        deadlines = buckets.get(self.bucket)
+        if deadlines is None:  # not setdefault: it would build a set on every call
+            deadlines = buckets[self.bucket] = set()
+        deadlines.add(self)
+        sweeper = owner._sweeper
+        if sweeper is None or sweeper.done():
+            owner._sweeper = asyncio.get_running_loop().create_task(owner._sweep())
         return self
 
     def __exit__(
@@ -48,7 +64,12 @@ class Deadline:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool:
-        self._deadlines._disarm(self)
+        buckets = self._deadlines._buckets
+        deadlines = buckets.get(self.bucket)
+        if deadlines is not None:
+            deadlines.discard(self)
+            if not deadlines:
+                del buckets[self.bucket]
         if not self.fired:
             return False
         # Withdrawn whatever the block ended with: a cancellation request left on the task would
@@ -61,6 +82,8 @@ class Deadline:
 
 
 class Deadlines:
+    """The deadlines of one family's calls, and the task that sweeps them."""
+
     def __init__(self, resolution: float = 0.05) -> None:
         self.resolution = resolution
         self._buckets: dict[int, set[Deadline]] = {}
@@ -74,21 +97,6 @@ class Deadlines:
     def armed(self) -> int:
         """Deadlines armed now: the `with` blocks running."""
         return sum(len(deadlines) for deadlines in self._buckets.values())
-
-    def _arm(self, deadline: Deadline) -> None:
-        deadlines = self._buckets.get(deadline.bucket)
-        if deadlines is None:  # not setdefault: it would build a set on every call
-            deadlines = self._buckets[deadline.bucket] = set()
-        deadlines.add(deadline)
-        if self._sweeper is None or self._sweeper.done():
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
-
-    def _disarm(self, deadline: Deadline) -> None:
-        deadlines = self._buckets.get(deadline.bucket)
-        if deadlines is not None:
-            deadlines.discard(deadline)
-            if not deadlines:
-                del self._buckets[deadline.bucket]
 
     async def _sweep(self) -> None:
         loop = asyncio.get_running_loop()

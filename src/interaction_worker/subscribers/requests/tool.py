@@ -8,7 +8,7 @@ from ...nodes import ToolContext
 from ..dead_letters import CALL_ID, IdNames
 from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish, trace_headers
-from .deadlines import Deadlines
+from .deadlines import Deadline, Deadlines
 from .family import Nodes
 from .shutdown import Shutdown, failure
 
@@ -71,7 +71,7 @@ class ToolCalls:
             else:
                 # Disarmed when the call ends, however it ends: a refused call's deadline must not
                 # cancel what this task (a dispatcher worker's) runs next.
-                with self.deadlines.scope(task, deadline) as scope:
+                with Deadline(self.deadlines, task, deadline) as scope:
                     result = await call
                 if scope.expired:
                     return failure(
