@@ -8,6 +8,7 @@ What each family contributes (what the id stands for, its `unknown` outcome, how
 recorded and read back) is its `Terms`. Nothing else on the request path knows about the ledger.
 """
 
+import asyncio
 from typing import Any, Generic, Protocol, TypeVar
 
 from ...contracts import ExternalResult, McpInvokeOutput, OutputReceipt
@@ -37,7 +38,7 @@ from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish
 from .family import Family, Nodes
 from .redelivered import invoke_not_started, nothing_sent
-from .shutdown import failure
+from .shutdown import being_cancelled, failure
 
 Outcome = TypeVar("Outcome")
 
@@ -133,7 +134,10 @@ class Ledgered(Generic[Outcome]):
                 if may_redeliver():
                     raise Redeliver from None
                 raise Unavailable("The idempotency ledger is unavailable") from None
-            except Exception as error:
+            except (Exception, asyncio.CancelledError) as error:
+                if isinstance(error, asyncio.CancelledError) and being_cancelled():
+                    raise  # the request is being cancelled: its claim is left to its lease
+                # Any other failure, a CancelledError the call raised itself included.
                 if not claim.started:
                     await claim.release()
                     raise
