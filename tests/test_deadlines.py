@@ -3,6 +3,9 @@ armed on entry, disarmed on exit whichever way the block ends, and a cancellatio
 there, so nothing of it reaches what the task runs next."""
 
 import asyncio
+import contextvars
+import gc
+import weakref
 
 import pytest
 
@@ -89,3 +92,35 @@ async def test_someone_elses_cancellation_during_the_block_is_not_swallowed() ->
     with pytest.raises(asyncio.CancelledError):
         await task
     assert task.cancelling() == 1  # shutdown's, left for its owner
+
+
+async def test_the_sweeper_keeps_nothing_of_the_call_that_started_it() -> None:
+    deadlines = Deadlines(RESOLUTION)
+    held = Held()
+    alive = weakref.ref(held)
+    other = asyncio.create_task(asyncio.sleep(5))
+    later = deadlines.scope(
+        other, soon(5)
+    )  # another call's, armed while the first runs
+    token = REQUEST.set(
+        held
+    )  # what a call sets in its context (a ledger claim, a trace)
+    with deadlines.scope(this_task(), soon(5)):  # the first call: it starts the sweeper
+        later.__enter__()
+    REQUEST.reset(token)
+    del held
+
+    gc.collect()
+    try:
+        assert deadlines.armed == 1  # the sweeper runs on, for the other call
+        assert alive() is None
+    finally:
+        later.__exit__(None, None, None)
+        other.cancel()
+
+
+class Held:
+    pass
+
+
+REQUEST: contextvars.ContextVar[Held] = contextvars.ContextVar("request")

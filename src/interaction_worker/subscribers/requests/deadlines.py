@@ -11,6 +11,7 @@ message after another (the dispatcher's) is never cancelled for a message it has
 """
 
 import asyncio
+import contextvars
 import math
 from types import TracebackType
 
@@ -55,7 +56,11 @@ class Deadline:
         deadlines.add(self)
         sweeper = owner._sweeper
         if sweeper is None or sweeper.done():
-            owner._sweeper = asyncio.get_running_loop().create_task(owner._sweep())
+            # In a context of its own: the sweeper outlives this call, and must not keep the call's
+            # context variables (its ledger claim, its trace) alive with it.
+            owner._sweeper = asyncio.get_running_loop().create_task(
+                owner._sweep(), context=contextvars.Context()
+            )
         return self
 
     def __exit__(
