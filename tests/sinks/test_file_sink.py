@@ -1,14 +1,21 @@
 """FileSink: one whole JSON line per delivery, accepted only once fsynced, with group commit."""
 
 import asyncio
+import contextvars
+import gc
 import json
 import stat
+import threading
+import weakref
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from interaction_worker import DeliveryContext, OutputRequest
 from interaction_worker.nodes import deliver_output
 from interaction_worker.sinks import FileSink
+from interaction_worker.sinks import file as file_sink
 
 WRITE_FAILED = {"code": "SINK_WRITE_FAILED", "message": "File sink write failed"}
 
@@ -204,3 +211,47 @@ async def test_a_cancelled_delivery_does_not_break_the_batch(tmp_path: Path) -> 
     assert cancelled.cancelled()
     # Its line was already queued: written, but its caller never learnt it (an unknown outcome).
     assert {line["deliveryId"] for line in _lines(path)} == {"d-cancelled", "d-kept"}
+
+
+async def test_the_writer_keeps_nothing_of_the_delivery_that_started_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    committing, release = threading.Event(), threading.Event()
+    commit = file_sink._commit
+
+    def slow_commit(fd: int | None, path: Path, data: bytes) -> int:
+        committing.set()
+        release.wait(5)
+        return commit(fd, path, data)
+
+    monkeypatch.setattr(file_sink, "_commit", slow_commit)
+    sink = FileSink(tmp_path / "deliveries.jsonl")
+    alive: list[weakref.ref[Held]] = []
+
+    async def first() -> Any:
+        held = Held()  # what a delivery's context holds (its ledger claim, its trace)
+        alive.append(weakref.ref(held))
+        REQUEST.set(held)
+        del held
+        return await _deliver(sink, "d-first")
+
+    delivery = asyncio.create_task(first())
+    try:
+        await asyncio.to_thread(committing.wait, 5)
+        delivery.cancel()  # its caller gives up; the writer goes on with the batch
+        await asyncio.gather(delivery, return_exceptions=True)
+        del delivery
+        for _ in range(3):  # the loop's callbacks of the ended task run and let it go
+            await asyncio.sleep(0)
+        gc.collect()
+        assert alive[0]() is None
+    finally:
+        release.set()
+        await sink.close()
+
+
+class Held:
+    pass
+
+
+REQUEST: contextvars.ContextVar[Held] = contextvars.ContextVar("request")

@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 from pathlib import Path
@@ -94,7 +95,11 @@ class FileSink:
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pending.append((request.to_json() + b"\n", done))
         if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._drain())
+            # In a context of its own: the writer outlives this delivery (it writes the batches of
+            # those behind it), and must not keep this delivery's context variables alive.
+            self._writer = asyncio.create_task(
+                self._drain(), context=contextvars.Context()
+            )
         if await done:
             return {"deliveryId": request.delivery_id, "status": "accepted"}
         return {
