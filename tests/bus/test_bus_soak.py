@@ -39,7 +39,7 @@ class SlowSink:
     """Accepts each delivery after sleeping the seconds its content gives."""
 
     async def deliver(self, request: OutputRequest, context: DeliveryContext) -> Any:
-        await asyncio.sleep(float(request.message.content))
+        await asyncio.sleep(float(str(request.message.content)))
         return {"deliveryId": request.delivery_id, "status": "accepted"}
 
 
