@@ -1,6 +1,8 @@
 """Transport-free semantics of the four nodes: tool call, MCP call, observe, output."""
 
 from .context import CommandContext, DeliveryContext, ToolContext
+from .descent import Descent, Hidden
+from .executor import CommandExecutor, CommandResult
 from .mcp_answers import McpToolPage, McpToolResult
 from .mcp_registry import McpClient, McpRegistry
 from .observe import (
@@ -18,7 +20,8 @@ from .output import (
     output_receipt,
     output_request,
 )
-from .sandbox import CommandExecutor, CommandResult, PermissionKind, Sandbox
+from .protected import ProtectedPaths
+from .sandbox import PermissionKind, Sandbox
 from .tool_registry import RegisteredTool, ToolRegistry, is_rerunnable, tool_definition
 
 __all__ = [
@@ -26,12 +29,15 @@ __all__ = [
     "CommandExecutor",
     "CommandResult",
     "DeliveryContext",
+    "Descent",
+    "Hidden",
     "McpClient",
     "McpRegistry",
     "McpToolPage",
     "McpToolResult",
     "OutputSink",
     "PermissionKind",
+    "ProtectedPaths",
     "RegisteredTool",
     "Sandbox",
     "ToolContext",

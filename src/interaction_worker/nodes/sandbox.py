@@ -1,18 +1,28 @@
 """The sandbox: a cooperative permission policy (default deny) and workspace file access.
 
-It is not OS isolation (seed 003): tools ask it before acting, and it refuses what the policy does not
-grant. Lists hold exact names or `*`; `read`, `write` and `execute` are flags.
+It is not OS isolation (docs/tools.md): tools ask it before acting, and it refuses what the policy
+does not grant. Lists hold exact names or `*`; `read`, `write` and `execute` are flags. Whatever it
+grants, the protected paths (`protected.py`: the worker's own secrets) stay out of reach of its
+`read_text`, `write_text` and the paths `run` is told about.
 """
 
 import asyncio
 import os
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal
 
 from ..contracts import js_trim
 from ..errors import ConfigurationError, InvalidInput, PermissionDenied
+from .descent import Descent, Hidden, WalkTimeout, hidden_below
+from .executor import CommandExecutor, CommandResult
+from .protected import ProtectedPaths, ProtectedSnapshot, identity
+
+WORKSPACE_DENIED = "Permission denied: workspace path"
+PROTECTED_DENIED = "Permission denied: protected path"
+# How long the walk before a descending command may take when the executor names no timeout.
+_DEFAULT_WALK_TIMEOUT = 5.0
 
 PermissionKind = Literal["tools", "mcp", "skills", "network", "command_ids"]
 _LIST_KINDS: tuple[PermissionKind, ...] = (
@@ -22,36 +32,6 @@ _LIST_KINDS: tuple[PermissionKind, ...] = (
     "network",
     "command_ids",
 )
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What a command printed and how it ended.
-
-    `exit_code` is None when the process did not exit by itself: the executor stopped it because
-    stdout reached its limit (`truncated`) or it outlived its timeout (`timed_out`), or the program
-    is not installed (`unavailable`). A process killed by a signal the executor did not send
-    exits with 128 + the signal number, as in a shell.
-    """
-
-    stdout: str
-    stderr: str
-    exit_code: int | None
-    truncated: bool = False
-    timed_out: bool = False
-    unavailable: bool = False
-
-
-class CommandExecutor(Protocol):
-    """Runs one fixed program with separate arguments in the workspace, never through a shell.
-
-    Cancellation (asyncio) must stop the program. A timeout, an output limit and a missing program
-    are reported in the `CommandResult`, not raised.
-    """
-
-    async def run(
-        self, command: str, args: Sequence[str], workspace: Path
-    ) -> CommandResult: ...
 
 
 class Sandbox:
@@ -74,6 +54,7 @@ class Sandbox:
         execute: bool | None = None,
         workspace: str | os.PathLike[str] | None = None,
         executor: CommandExecutor | None = None,
+        protected: ProtectedPaths | None = None,
     ) -> None:
         for key, flag in (("read", read), ("write", write), ("execute", execute)):
             if flag is not None and not isinstance(flag, bool):
@@ -100,6 +81,7 @@ class Sandbox:
         self.execute = bool(execute)
         self.workspace = Path(workspace) if workspace is not None else None
         self.executor = executor
+        self.protected = protected if protected is not None else ProtectedPaths()
 
     def allows(self, kind: PermissionKind, name: str) -> bool:
         entries = self._lists.get(kind)
@@ -116,39 +98,86 @@ class Sandbox:
         data.update(read=self.read, write=self.write, execute=self.execute)
         return data
 
-    def resolve(self, path: str) -> Path:
-        """The real path of `path` inside the workspace; symlinks that lead outside it are refused."""
+    def check_workspace(self) -> None:
+        """Refuse a workspace that is a protected directory or lies inside one (the data directory).
+
+        Raises:
+            ConfigurationError: naming `workspace`.
+        """
         if self.workspace is None:
-            raise PermissionDenied("Permission denied: workspace path")
+            return
+        if self.protected.snapshot().refuses(Path(os.path.realpath(self.workspace))):
+            raise ConfigurationError(
+                "workspace must not be inside data_dir or another directory the worker keeps "
+                "its secrets in: no tool may read them"
+            )
+
+    def resolve(self, path: str) -> Path:
+        """The real path of `path` inside the workspace; symlinks that lead outside it and the
+        protected paths are refused (blocking: it calls `stat`)."""
+        return self._resolve(path, self.protected.snapshot())
+
+    def _resolve(self, path: str, protected: ProtectedSnapshot) -> Path:
+        if self.workspace is None:
+            raise PermissionDenied(WORKSPACE_DENIED)
         root = self.workspace.resolve()
         try:
             target = (root / path).resolve()
         # RuntimeError: a symlink loop, on Python 3.11.
         except (OSError, ValueError, RuntimeError):
-            raise PermissionDenied("Permission denied: workspace path") from None
+            raise PermissionDenied(WORKSPACE_DENIED) from None
         if target != root and root not in target.parents:
-            raise PermissionDenied("Permission denied: workspace path")
+            raise PermissionDenied(WORKSPACE_DENIED)
+        if protected.refuses(target):
+            raise PermissionDenied(PROTECTED_DENIED)
         return target
 
     async def read_text(self, path: str) -> str:
         """A workspace file as UTF-8 text, under the `read` permission."""
         if not self.read:
             raise PermissionDenied("Permission denied: filesystem:read")
-        target = self.resolve(path)
+        data = await asyncio.to_thread(self._read_bytes, path)
         # Bytes, then strict UTF-8: text mode would turn CRLF into LF.
-        data = await asyncio.to_thread(target.read_bytes)
         return data.decode("utf-8")
 
     async def write_text(self, path: str, content: str) -> None:
         """Write a workspace file under the `write` permission; a dangling symlink is refused."""
         if not self.write:
             raise PermissionDenied("Permission denied: filesystem:write")
+        await asyncio.to_thread(self._write, path, content.encode("utf-8"))
+
+    def _read_bytes(self, path: str) -> bytes:
+        protected = self.protected.snapshot()
+        fd = os.open(self._resolve(path, protected), _READ_FLAGS)
+        with open(fd, "rb") as file:
+            self._check_opened(fd, path, protected)
+            return file.read()
+
+    def _write(self, path: str, data: bytes) -> None:
         if self.workspace is not None:
             link = self.workspace / path
             if link.is_symlink() and not link.exists():
                 raise PermissionDenied("Permission denied: symlink")
-        target = self.resolve(path)
-        await asyncio.to_thread(target.write_text, content, encoding="utf-8")
+        protected = self.protected.snapshot()
+        fd = os.open(self._resolve(path, protected), _WRITE_FLAGS, 0o666)
+        with open(fd, "wb") as file:
+            # Checked before a byte is changed: only then truncated.
+            self._check_opened(fd, path, protected)
+            file.truncate()
+            file.write(data)
+
+    def _check_opened(self, fd: int, path: str, protected: ProtectedSnapshot) -> None:
+        """The file opened is the one checked: a path changed in between (a link swapped in) may
+        lead elsewhere, and a hard link is only known once the file is open."""
+        opened = os.fstat(fd)
+        if protected.is_protected(opened):
+            raise PermissionDenied(PROTECTED_DENIED)
+        try:
+            again = os.stat(self._resolve(path, protected))
+        except FileNotFoundError:
+            raise PermissionDenied(WORKSPACE_DENIED) from None
+        if identity(again) != identity(opened):
+            raise PermissionDenied(WORKSPACE_DENIED)
 
     async def run(
         self, command: str, args: Sequence[str], *, paths: Sequence[str] = ()
@@ -156,12 +185,9 @@ class Sandbox:
         """Run a command through the executor, under the `execute` permission.
 
         `paths` are the workspace paths among `args`: each must resolve (through symlinks) inside
-        the workspace, checked before anything runs.
+        the workspace and be no protected path, checked before anything runs.
         """
-        if not self.execute or self.executor is None:
-            raise PermissionDenied(
-                "Permission denied: execution requires an enabled SandboxExecutor"
-            )
+        executor = self._check_execute()
         if not isinstance(command, str) or not js_trim(command) or "\0" in command:
             raise InvalidInput("Invalid sandbox command")
         if isinstance(args, str) or not isinstance(args, Sequence):
@@ -169,8 +195,53 @@ class Sandbox:
         if any(not isinstance(a, str) or "\0" in a for a in args):
             raise InvalidInput("Invalid sandbox command")
         if self.workspace is None:
-            raise PermissionDenied("Permission denied: workspace path")
+            raise PermissionDenied(WORKSPACE_DENIED)
         args = list(args)  # a snapshot: the executor gets what was checked
         if paths:
-            await asyncio.to_thread(lambda: [self.resolve(path) for path in paths])
-        return await self.executor.run(command, args, self.workspace.resolve())
+            await asyncio.to_thread(self._resolve_all, paths)
+        return await executor.run(command, args, self.workspace.resolve())
+
+    async def skip_protected(self, descent: Descent, args: Sequence[str]) -> list[str]:
+        """The argv of a command that walks below its paths: `args` as they are when it would meet
+        no protected entry, else `descent.skip` of those it would meet (docs/tools.md).
+
+        Raises:
+            PermissionDenied: as `run` would, or a root is itself protected or outside.
+            TimeoutError: the walk outlived the executor's timeout.
+        """
+        self._check_execute()
+        timeout = getattr(self.executor, "timeout", None)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            timeout = _DEFAULT_WALK_TIMEOUT
+        deadline = time.monotonic() + timeout
+        try:
+            hidden = await asyncio.to_thread(self._hidden, descent, deadline)
+        except WalkTimeout:
+            raise TimeoutError from None
+        return descent.skip(hidden) if hidden else list(args)
+
+    def _hidden(self, descent: Descent, deadline: float) -> list[Hidden]:
+        protected = self.protected.snapshot()
+        found: list[Hidden] = []
+        for root in descent.roots:
+            real = self._resolve(root, protected)
+            found += hidden_below(real, root, descent.depth, protected, deadline)
+        return found
+
+    def _resolve_all(self, paths: Sequence[str]) -> None:
+        protected = self.protected.snapshot()
+        for path in paths:
+            self._resolve(path, protected)
+
+    def _check_execute(self) -> CommandExecutor:
+        if not self.execute or self.executor is None:
+            raise PermissionDenied(
+                "Permission denied: execution requires an enabled SandboxExecutor"
+            )
+        return self.executor
+
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# The path is real when it is opened: a final component that became a link since is refused.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | _CLOEXEC
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | _CLOEXEC
