@@ -4,8 +4,9 @@ Values given in code win over the file's (a Sandbox, a concurrency); tools, MCP 
 given in code are added to those the file configures, and a name given twice stops the start. The
 defaults (read_text and the 14 read-only commands over the working directory, the console sink, the
 default sandbox with its command executor) apply only where neither the file nor the code provides
-tools, sinks or a sandbox (docs/configuration.md 2). A sandbox given in code without an executor gets the
-commands' executor when the file registers read-only commands.
+tools, sinks or a sandbox (docs/configuration.md 2). A sandbox given in code replaces the
+file's `sandbox:` block only: without a workspace it gets the file's `workspace`, without an executor
+the commands' executor when the file registers read-only commands, and it protects the same secrets.
 """
 
 import json
@@ -22,6 +23,7 @@ from .config import (
     Settings,
     SinkSettings,
     WebSearchSettings,
+    credential_files,
     nats_connect_options,
 )
 from .errors import ConfigurationError, RegistrationError
@@ -58,14 +60,26 @@ _NOT_YET = "is not available in this version"
 
 
 def build_worker(
-    settings: Settings, code: InteractionWorker | None = None
+    settings: Settings,
+    code: InteractionWorker | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
 ) -> InteractionWorker:
-    """The worker `run` serves: the file's tools, sinks and sandbox joined with the code's."""
+    """The worker `run` serves: the file's tools, sinks and sandbox joined with the code's.
+
+    Raises:
+        ConfigurationError: one line per problem; among them a workspace inside the data directory.
+    """
+    env = os.environ if env is None else env
     problems: list[str] = []
     code = code or InteractionWorker()
     registry = code.tools
     commands_added = _register_file_tools(
-        settings, registry, code_has_tools=bool(registry.names()), problems=problems
+        settings,
+        registry,
+        code_has_tools=bool(registry.names()),
+        env=env,
+        problems=problems,
     )
     mcp = _mcp(settings, code.mcp, problems)
     output = _output(settings, code.output, problems)
@@ -81,6 +95,7 @@ def build_worker(
         # only if the sandbox grants `execute`.
         if commands_added and sandbox.executor is None:
             sandbox.executor = _command_executor(commands)
+    _protect(sandbox, settings, env)
     return InteractionWorker(
         tools=registry,
         mcp=mcp,
@@ -93,11 +108,21 @@ def build_worker(
     )
 
 
+def _protect(sandbox: Sandbox, settings: Settings, env: Mapping[str, str]) -> None:
+    """The worker's secrets out of every tool's reach: the data directory (tokens, the embedded
+    server's configuration) and the credential files the environment names (docs/tools.md)."""
+    sandbox.protected.add(settings.data_dir)
+    for path in credential_files(env):
+        sandbox.protected.add(path)
+    sandbox.check_workspace()
+
+
 def _register_file_tools(
     settings: Settings,
     registry: ToolRegistry,
     *,
     code_has_tools: bool,
+    env: Mapping[str, str],
     problems: list[str],
 ) -> bool:
     """Register the file's tools (or the default ones); true when read-only commands were among them."""
@@ -112,7 +137,7 @@ def _register_file_tools(
         commands = _command_tools(tools.commands)
         tools_to_add += commands
     if tools.web_search is not None:
-        search = _web_search_tool(tools.web_search, os.environ, problems)
+        search = _web_search_tool(tools.web_search, env, problems)
         tools_to_add += [] if search is None else [search]
     for tool in tools_to_add:
         try:

@@ -153,12 +153,14 @@ async def serve(
     Raises:
         ServeError: `options.name` is not a service name, `metrics_listen` cannot be listened on,
             or the worker cannot start (the connection, a required MCP server, the ledger).
-        ConfigurationError: `options.tracing` without the `otel` extra installed.
+        ConfigurationError: `options.tracing` without the `otel` extra installed, or the
+            sandbox's workspace inside the data directory.
     """
     if SERVICE_NAME.fullmatch(options.name) is None:
         raise ServeError(
             "nats.name must be letters, digits, - or _ (it is also the NATS service name)"
         )
+    _protect(worker, options)
     stop = stop or asyncio.Event()
     stats = ConnectionStats()
     loop = asyncio.get_running_loop()
@@ -253,6 +255,18 @@ async def serve(
         await discovery.stop()
         await binding.stop(options.shutdown_grace)
     return stats
+
+
+def _protect(worker: InteractionWorker, options: ServeOptions) -> None:
+    """The secrets this process writes or reads out of every tool's reach (docs/tools.md): the
+    embedded server's data directory (its token and configuration) and a creds file."""
+    protected = worker.sandbox.protected
+    if options.url is None:
+        protected.add(options.data_dir)
+    credentials = options.connect_options.get("user_credentials")
+    if isinstance(credentials, str | os.PathLike):
+        protected.add(credentials)
+    worker.sandbox.check_workspace()
 
 
 async def _monitor(worker: InteractionWorker, listen: str) -> tuple["Monitor", str]:

@@ -28,7 +28,8 @@ KEY = "bus-brave-key-42"
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """src/{a,b}.py, a readme in docs/, notes.txt, and `out`: a symlink to a directory outside."""
+    """src/{a,b}.py, docs/readme.md, notes.txt, `out`: a symlink to a directory outside, and the
+    data directory `.interaction` with its token."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("needle secret\n", encoding="utf-8")
@@ -40,20 +41,22 @@ def workspace(tmp_path: Path) -> Path:
     (root / "src" / "b.py").write_text("other = 2\n", encoding="utf-8")
     (root / "docs" / "readme.md").write_text("# title\nneedle here\n", encoding="utf-8")
     (root / "out").symlink_to(outside)
+    (root / ".interaction").mkdir()
+    (root / ".interaction" / "token").write_text("needle secret\n", encoding="utf-8")
     return root
 
 
 def command_worker(workspace: Path) -> InteractionWorker:
+    sandbox = Sandbox(
+        tools=["*"],
+        read=True,
+        execute=True,
+        workspace=workspace,
+        executor=SubprocessExecutor(timeout=10),
+    )
+    sandbox.protected.add(workspace / ".interaction")
     return InteractionWorker(
-        tools=read_only_command_tools(),
-        sandbox=Sandbox(
-            tools=["*"],
-            read=True,
-            execute=True,
-            workspace=workspace,
-            executor=SubprocessExecutor(timeout=10),
-        ),
-        concurrency=1,
+        tools=read_only_command_tools(), sandbox=sandbox, concurrency=1
     )
 
 
@@ -118,7 +121,7 @@ async def test_grep_and_find_through_the_bus(serve: Serve, workspace: Path) -> N
     )
     body = decode(grep)
     assert body["status"] == "success"
-    # The link to the outside is not followed while recursing.
+    # The link to the outside is not followed while recursing, the data directory is skipped.
     assert sorted(body["content"].splitlines()) == [
         "./docs/readme.md:2:needle here",
         "./src/a.py:1:needle = 1",
@@ -161,6 +164,13 @@ async def test_a_nonzero_exit_is_a_failed_result_not_an_error(
             "403",
             "Permission denied: workspace path",
             id="symlink-out",
+        ),
+        pytest.param(
+            {"path": ".interaction/token"},
+            "PERMISSION_DENIED",
+            "403",
+            "Permission denied: protected path",
+            id="protected",
         ),
     ],
 )

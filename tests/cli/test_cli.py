@@ -327,7 +327,16 @@ def test_run_that_cannot_start_exits_with_one_line(tmp_path: Path) -> None:
     )
     no_app = tmp_path / "no-app"
     no_app.mkdir()
-    refused = [(bad_value, []), (not_built, []), (no_app, ["no_such_module:worker"])]
+    # The workspace inside the data directory (`--data-dir data`), where the tokens are.
+    inside = tmp_path / "inside"
+    (inside / "data" / "ws").mkdir(parents=True)
+    (inside / "worker.yaml").write_text("workspace: data/ws\n")
+    refused = [
+        (bad_value, []),
+        (not_built, []),
+        (no_app, ["no_such_module:worker"]),
+        (inside, []),
+    ]
     procs = [
         spawn(["run", *app, "--port", "0", "--data-dir", str(cwd / "data")], cwd)
         for cwd, app in refused
@@ -345,13 +354,18 @@ def test_run_that_cannot_start_exits_with_one_line(tmp_path: Path) -> None:
         assert done.code == 2, done.err
         assert done.out == ""
         assert len(done.error_lines()) == 1
-        assert not (cwd / "data").exists()  # refused before anything started
-    value_error, build_error, import_error = results
+        # Refused before anything started.
+        assert not (cwd / "data").exists() or os.listdir(cwd / "data") == ["ws"]
+    value_error, build_error, import_error, inside_error = results
     assert value_error.error_lines() == [
         "interaction-worker: max_pending must be a positive integer"
     ]
     assert "output.sinks[0]" in build_error.err
     assert "no_such_module" in import_error.err
+    assert inside_error.error_lines() == [
+        "interaction-worker: workspace must not be inside data_dir or another directory "
+        "the worker keeps its secrets in: no tool may read them"
+    ]
 
     assert in_use.code == 1
     assert in_use.out == ""

@@ -8,7 +8,7 @@ with one line per problem, each naming its key; no message carries a value from 
 environment.
 """
 
-from .environment import nats_connect_options
+from .environment import credential_files, nats_connect_options
 from .loading import (
     CONFIG_ENV,
     DEFAULT_FILE,
@@ -73,6 +73,7 @@ __all__ = [
     "TracingSettings",
     "WebSearchSettings",
     "config_path",
+    "credential_files",
     "format_duration",
     "listen_address",
     "load_settings",

@@ -62,6 +62,12 @@ def nats_connect_options(env: Mapping[str, str]) -> dict[str, Any]:
     return options
 
 
+def credential_files(env: Mapping[str, str]) -> tuple[Path, ...]:
+    """The files the environment names that hold a credential (a creds file, a TLS key), which no
+    tool may read (docs/tools.md); the CA and the certificate are public."""
+    return tuple(Path(env[name]) for name in (CREDS, TLS_KEY) if env.get(name))
+
+
 def _credentials(
     names: list[str],
     values: dict[str, str],

@@ -2,7 +2,11 @@
 
 Each builder checks its arguments in the reference's order and returns the argv and the workspace
 paths in it. Beyond the reference, `grep` recurses with `-r`, which never follows a symlink that
-the workspace holds, where `-R` follows them all.
+the workspace holds, where `-R` follows them all; and the commands that walk below a path (`grep -r`,
+`find`, `du`, and `ls` listing a directory) say how to skip the protected entries they would meet
+(docs/tools.md), in each program's own terms: an exact path for `find -path` and `du --exclude`, a
+name for `ls --ignore` (one directory) and `grep --exclude-dir` / `--exclude`, which match names only
+and so also skip other entries of the same name.
 """
 
 import re
@@ -12,6 +16,7 @@ from typing import Any
 
 from ..contracts import is_safe_message
 from ..errors import InvalidInput
+from ..nodes import Descent, Hidden
 from ._arguments import (
     MAX_PATHS,
     MISSING,
@@ -27,12 +32,19 @@ UNEXPECTED = "Unexpected command argument"
 # An argument name shown back in a message: short printable ASCII, no space, slash or quote.
 _SHOWABLE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _FIELDS = re.compile(r"[0-9]+(?:-[0-9]*)?(?:,[0-9]+(?:-[0-9]*)?)*")
+_GLOB_CHARACTERS = re.compile(r"[*?[\]\\]")
 
 
 @dataclass(frozen=True)
 class CommandLine:
     args: list[str]
     paths: list[str]  # the workspace paths among `args`
+    descent: Descent | None = None  # how the program walks below them
+
+
+def _literal(text: str) -> str:
+    """`text` as a shell pattern (fnmatch) that matches only itself."""
+    return _GLOB_CHARACTERS.sub(lambda match: "\\" + match.group(), text)
 
 
 @dataclass(frozen=True)
@@ -85,14 +97,32 @@ def _grep(arguments: Mapping[str, Any]) -> CommandLine:
     pattern = text(get("pattern"), "pattern", required=True)
     assert pattern is not None
     files = paths(get("paths"))
-    return CommandLine([*args, "--", pattern, *files], files)
+    line = [*args, "--", pattern, *files]
+    if "-r" not in args:
+        return CommandLine(line, files)
+
+    def skip(hidden: Sequence[Hidden]) -> list[str]:
+        options = {
+            f"--exclude-dir={_literal(h.name)}"
+            if h.directory
+            else f"--exclude={_literal(h.name)}": None
+            for h in hidden
+        }
+        return [*args, *options, "--", pattern, *files]
+
+    return CommandLine(line, files, Descent(tuple(files), None, skip))
 
 
 def _ls(arguments: Mapping[str, Any]) -> CommandLine:
     get = _arguments(arguments, ("path", "all"))
     all_ = ["-a"] if flag(get("all"), "all") else []
     path = relative_path(get("path"), "path", ".")
-    return CommandLine(["-1", *all_, "--", path], [path])
+
+    def skip(hidden: Sequence[Hidden]) -> list[str]:
+        ignore = [f"--ignore={_literal(h.name)}" for h in hidden]
+        return ["-1", *all_, *ignore, "--", path]
+
+    return CommandLine(["-1", *all_, "--", path], [path], Descent((path,), 1, skip))
 
 
 def _find(arguments: Mapping[str, Any]) -> CommandLine:
@@ -102,13 +132,24 @@ def _find(arguments: Mapping[str, Any]) -> CommandLine:
         raise InvalidInput("type must be file or directory")
     # No `--` here: find takes its paths first, and the `./` prefix keeps a `-` name a path.
     path = relative_path(get("path"), "path", ".")
-    args = [path, "-maxdepth", str(integer(get("maxDepth"), "maxDepth", 8, 0, 32))]
+    depth = integer(get("maxDepth"), "maxDepth", 8, 0, 32)
+    start = [path, "-maxdepth", str(depth)]
+    tests: list[str] = []
     if kind is not MISSING:
-        args += ["-type", "f" if kind == "file" else "d"]
+        tests += ["-type", "f" if kind == "file" else "d"]
     name = text(get("name"), "name")
     if name is not None:
-        args += ["-name", name]
-    return CommandLine([*args, "-print"], [path])
+        tests += ["-name", name]
+
+    def skip(hidden: Sequence[Hidden]) -> list[str]:
+        # ( -path A -o -path B ) -prune -o TESTS -print: the entries are neither printed nor entered.
+        either: list[str] = []
+        for h in hidden:
+            either += [*(["-o"] if either else []), "-path", _literal(h.path)]
+        return [*start, "(", *either, ")", "-prune", "-o", *tests, "-print"]
+
+    descent = Descent((path,), depth, skip)
+    return CommandLine([*start, *tests, "-print"], [path], descent)
 
 
 def _lines() -> Callable[[Mapping[str, Any]], CommandLine]:
@@ -161,7 +202,18 @@ def _du(arguments: Mapping[str, Any]) -> CommandLine:
     get = _arguments(arguments, ("path", "maxDepth"))
     depth = integer(get("maxDepth"), "maxDepth", 1, 0, 32)
     path = relative_path(get("path"), "path")
-    return CommandLine(["-k", "-d", str(depth), "--", path], [path])
+    options = ["-k", "-d", str(depth)]
+
+    def skip(hidden: Sequence[Hidden]) -> list[str]:
+        # du reads the whole tree whatever its -d: excluded entries are neither shown nor counted.
+        return [
+            *options,
+            *(f"--exclude={_literal(h.path)}" for h in hidden),
+            "--",
+            path,
+        ]
+
+    return CommandLine([*options, "--", path], [path], Descent((path,), None, skip))
 
 
 def _pwd(arguments: Mapping[str, Any]) -> CommandLine:

@@ -49,8 +49,10 @@ class CommandLimits:
 class ReadOnlyCommandTool:
     """One read-only command: its arguments become a fixed argv, run by the sandbox's executor.
 
-    The workspace paths in the argv must resolve inside the workspace (PERMISSION_DENIED before
-    anything runs, beyond the reference). Declared idempotent: a ledger may run it again.
+    The workspace paths in the argv must resolve inside the workspace and be no protected path
+    (PERMISSION_DENIED before anything runs, beyond the reference); a command that walks below them
+    is told to skip the protected entries it would meet (docs/tools.md). Declared idempotent: a
+    ledger may run it again.
     """
 
     effects = ("read", "execute")
@@ -75,8 +77,15 @@ class ReadOnlyCommandTool:
         self, arguments: dict[str, Any], context: ToolContext
     ) -> dict[str, Any]:
         line = self._build(arguments)
-        result = await context.sandbox.run(self.name, line.args, paths=line.paths)
-        return command_outcome(self.name, line.args, result, self.limits)
+        args = line.args
+        if line.descent is not None:
+            try:
+                args = await context.sandbox.skip_protected(line.descent, args)
+            except TimeoutError:
+                result = CommandResult("", "", None, timed_out=True)
+                return command_outcome(self.name, args, result, self.limits)
+        result = await context.sandbox.run(self.name, args, paths=line.paths)
+        return command_outcome(self.name, args, result, self.limits)
 
 
 def read_only_command_tools(
