@@ -34,6 +34,7 @@ from .nodes.mcp_registry import (
     DEFAULT_MAX_DISCOVERY_PAGES,
     McpRegistry,
 )
+from .nodes.protected import PROCESS_FILES
 from .service import ServeOptions
 from .sinks import (
     ConsoleSink,
@@ -110,8 +111,10 @@ def build_worker(
 
 def _protect(sandbox: Sandbox, settings: Settings, env: Mapping[str, str]) -> None:
     """The worker's secrets out of every tool's reach: the data directory (tokens, the embedded
-    server's configuration) and the credential files the environment names (docs/tools.md)."""
+    server's configuration), the credential files the environment names and the processes'
+    environments (docs/tools.md)."""
     sandbox.protected.add(settings.data_dir)
+    sandbox.protected.add(PROCESS_FILES)
     for path in credential_files(env):
         sandbox.protected.add(path)
     sandbox.check_workspace()

@@ -22,6 +22,7 @@ from .config import DurableSettings, IdempotencySettings, listen_address
 from .config.values import Rule
 from .embedded import EmbeddedNatsServer
 from .errors import McpClientError, ServeError
+from .nodes.protected import PROCESS_FILES
 from .subscribers import SERVICE_NAME, Discovery, DurableBinding, NatsBinding
 from .tools import check_command_limits
 from .tracing import (
@@ -259,8 +260,10 @@ async def serve(
 
 def _protect(worker: InteractionWorker, options: ServeOptions) -> None:
     """The secrets this process writes or reads out of every tool's reach (docs/tools.md): the
-    embedded server's data directory (its token and configuration) and a creds file."""
+    embedded server's data directory (its token and configuration), a creds file, and the
+    processes' environments."""
     protected = worker.sandbox.protected
+    protected.add(PROCESS_FILES)
     if options.url is None:
         protected.add(options.data_dir)
     credentials = options.connect_options.get("user_credentials")

@@ -232,3 +232,21 @@ def test_a_workspace_inside_the_data_directory_is_refused_at_start(
     same = parse_settings({"data_dir": "data", "workspace": "data"}, base_dir=tmp_path)
     with pytest.raises(Exception, match="^workspace must not be inside data_dir"):
         build_worker(same)
+
+
+async def test_the_environment_of_the_worker_is_no_file_a_tool_reads(
+    tmp_path: Path,
+) -> None:
+    """With the whole machine as its workspace, `/proc/PID/environ` would hand out the credentials
+    the worker and its children were started with."""
+    settings = parse_settings({"workspace": "/"}, base_dir=tmp_path)
+    worker = build_worker(settings, env={})
+    for tool, path in [
+        ("read_text", "proc/self/environ"),
+        ("cat", f"proc/{os.getpid()}/environ"),
+        ("ls", "proc"),
+    ]:
+        with pytest.raises(PermissionDenied):
+            await worker.call_tool(
+                {"call": {"id": "c", "name": tool, "arguments": {"path": path}}}
+            )

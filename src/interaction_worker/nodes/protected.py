@@ -19,6 +19,10 @@ from pathlib import Path
 
 Identity = tuple[int, int]  # (st_dev, st_ino)
 
+# The environment of the worker and of the processes it starts (the embedded server, MCP servers)
+# holds credentials, and each is a file there (`/proc/PID/environ`), readable by the worker's user.
+PROCESS_FILES = Path("/proc")
+
 # Files with several links below the protected directories are looked for only when a checked file
 # has several links itself, and this many entries at most: past it, any file with several links is
 # taken for one of them.
