@@ -96,6 +96,9 @@ def build_worker(
         # only if the sandbox grants `execute`.
         if commands_added and sandbox.executor is None:
             sandbox.executor = _command_executor(commands)
+        # It replaces the file's `sandbox:` block, not the top-level `workspace:`.
+        if sandbox.workspace is None:
+            sandbox.workspace = settings.workspace
     _protect(sandbox, settings, env)
     return InteractionWorker(
         tools=registry,

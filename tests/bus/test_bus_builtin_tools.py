@@ -11,6 +11,8 @@ from bus_harness import Bus, Serve, Served, decode
 from nats.aio.msg import Msg
 
 from interaction_worker import InteractionWorker, Sandbox
+from interaction_worker.app import build_worker
+from interaction_worker.config import parse_settings
 from interaction_worker.contracts import validation as check
 from interaction_worker.nodes import observe_external_result
 from interaction_worker.tools import (
@@ -197,6 +199,49 @@ async def test_a_path_attack_gets_an_error_reply_and_a_dead_letter(
     await bus.settle("tool")
     assert bus.events() == []
     assert all(b"needle secret" not in m.data for m in bus.messages)
+
+
+async def test_a_sandbox_given_in_code_works_in_the_file_s_workspace(
+    serve: Serve, workspace: Path, tmp_path: Path
+) -> None:
+    """A `Sandbox` given in code replaces the file's `sandbox:` block, not its `workspace:`; one
+    with a workspace of its own keeps it."""
+    settings = parse_settings(
+        {"workspace": str(workspace), "data_dir": str(tmp_path / "data")},
+        base_dir=tmp_path,
+    )
+
+    async def reply(served: Served, name: str, arguments: dict[str, Any]) -> Any:
+        sent = tool_call(f"{name}-1", name, arguments)
+        return decode(await served.bus.request("tool", sent))
+
+    code = InteractionWorker(sandbox=Sandbox(tools=["*"], read=True, execute=True))
+    served = await serve(build_worker(settings, code))
+    assert await reply(served, "cat", {"path": "notes.txt"}) == {
+        "callId": "cat-1",
+        "source": "cat",
+        "status": "success",
+        "content": "alpha\nbeta\n",
+        "structuredContent": {
+            "command": "cat",
+            "args": ["--", "notes.txt"],
+            "stdout": "alpha\nbeta\n",
+            "stderr": "",
+            "exitCode": 0,
+            "truncated": False,
+        },
+    }
+    read = await reply(served, "read_text", {"path": "src/a.py"})
+    assert read.get("content") == "needle = 1\n", read
+    pwd = await reply(served, "pwd", {})
+    assert pwd.get("content") == f"{workspace}\n", pwd
+
+    own = InteractionWorker(
+        sandbox=Sandbox(tools=["*"], execute=True, workspace=workspace / "docs")
+    )
+    served = await serve(build_worker(settings, own))
+    listing = await reply(served, "ls", {})
+    assert listing.get("content") == "readme.md\n", listing
 
 
 async def test_web_search_through_the_bus_on_an_injected_transport(
