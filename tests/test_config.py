@@ -492,6 +492,16 @@ PROBLEMS = [
         id="max-error-bytes",
     ),
     pytest.param(
+        {"tools": {"commands": {"max_memory": 67_108_863}}},
+        "tools.commands.max_memory must be an integer from 67108864 to 1099511627776",
+        id="max-memory",
+    ),
+    pytest.param(
+        {"tools": {"commands": {"max_memory": None}}},
+        "tools.commands.max_memory must be an integer from 67108864 to 1099511627776",
+        id="max-memory-null",
+    ),
+    pytest.param(
         {"tools": {"commands": {"timeout": 5}}},
         "tools.commands.timeout must be a duration such as 500ms, 30s or 24h",
         id="command-timeout-number",

@@ -198,6 +198,7 @@ def _command_executor(commands: CommandSettings) -> SubprocessExecutor:
         max_output_bytes=commands.max_output_bytes,
         max_error_bytes=commands.max_error_bytes,
         commands=COMMAND_NAMES,
+        max_memory=commands.max_memory,
     )
 
 

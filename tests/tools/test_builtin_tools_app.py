@@ -44,6 +44,7 @@ def test_the_defaults_are_read_text_and_the_14_commands_with_an_executor(
     assert isinstance(executor, SubprocessExecutor)
     assert executor.timeout == 5.0
     assert (executor.max_output_bytes, executor.max_error_bytes) == (65536, 8192)
+    assert executor.max_memory == 256 * 1024 * 1024
     assert executor.commands == frozenset(READ_ONLY_COMMANDS)
     assert built.sandbox.execute is True
 
@@ -68,6 +69,7 @@ def test_tools_commands_selects_the_tools_and_sets_the_limits(tmp_path: Path) ->
                     "max_output_bytes": 100,
                     "max_error_bytes": 50,
                     "timeout": "2s",
+                    "max_memory": 2**30,
                 }
             }
         },
@@ -83,6 +85,7 @@ def test_tools_commands_selects_the_tools_and_sets_the_limits(tmp_path: Path) ->
         100,
         50,
     )
+    assert executor.max_memory == 2**30
 
 
 def code_worker(tmp_path: Path, **sandbox: Any) -> InteractionWorker:

@@ -5,6 +5,7 @@ bounded memory whatever a command prints, the minimal environment and missing pr
 import asyncio
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -287,6 +288,46 @@ async def test_a_command_printing_100_mb_leaves_memory_bounded(
         )
 
 
+def address_space_limit(text: str) -> str:
+    (line,) = [
+        line for line in text.splitlines() if line.startswith("Max address space")
+    ]
+    return line.split()[3]
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_every_command_runs_under_a_memory_limit(
+    workspace: Path, loop: LoopName
+) -> None:
+    executor = SubprocessExecutor(commands=None)
+    run = executor.run("cat", ["/proc/self/limits"], workspace)
+    result = event_loop.run(run, loop)
+    assert address_space_limit(result.stdout) == str(256 * 1024 * 1024)
+
+
+async def test_the_memory_limit_is_set_in_code_or_lifted(workspace: Path) -> None:
+    for max_memory, limit in [(2**30, str(2**30)), (None, "unlimited")]:
+        executor = SubprocessExecutor(commands=None, max_memory=max_memory)
+        result = await executor.run("cat", ["/proc/self/limits"], workspace)
+        assert address_space_limit(result.stdout) == limit
+
+
+async def test_a_command_needing_more_memory_than_allowed_fails_cleanly(
+    workspace: Path,
+) -> None:
+    """A sparse file of one line of a gibibyte, which sort (or uniq) reads whole into memory."""
+    with (workspace / "sparse.bin").open("wb") as sparse:
+        sparse.truncate(2**30)
+    executor = SubprocessExecutor(timeout=20, max_memory=64 * 1024 * 1024)
+    started = time.monotonic()
+    result = await call(workspace, "sort", {"path": "sparse.bin"}, executor)
+    assert time.monotonic() - started < 10  # not the timeout: the program gave up
+    assert result.status == "failed"
+    assert result.error.code == "COMMAND_EXIT_NONZERO"
+    assert result.structured_content["stderr"] == "sort: memory exhausted\n"
+    assert result.content == ""
+
+
 # --- time limits and cancellation kill the process group -------------------------------------------
 
 
@@ -439,6 +480,11 @@ async def test_the_executor_runs_only_the_commands_it_lists(workspace: Path) -> 
         ({"path": "bin:/usr/bin"}, "path must list absolute directories"),
         ({"path": "/usr/bin::/bin"}, "path must list absolute directories"),
         ({"path": ""}, "path must list absolute directories"),
+        (
+            {"max_memory": 67_108_863},
+            "max_memory must be an integer from 67108864 to 1099511627776 bytes",
+        ),
+        ({"max_memory": 2.0**30}, "max_memory must be an integer"),
     ],
 )
 def test_invalid_executor_options_are_refused(

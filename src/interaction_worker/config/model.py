@@ -76,6 +76,7 @@ class CommandSettings:
     max_output_bytes: int = 65536
     max_error_bytes: int = 8192
     timeout: float = 5.0
+    max_memory: int = 268_435_456  # bytes of address space per command (RLIMIT_AS)
 
 
 @dataclass(frozen=True)
@@ -320,6 +321,7 @@ def _tools(tools: ToolSettings) -> dict[str, Any]:
             "max_output_bytes": c.max_output_bytes,
             "max_error_bytes": c.max_error_bytes,
             "timeout": format_duration(c.timeout),
+            "max_memory": c.max_memory,
         }
     if (w := tools.web_search) is not None:
         out["web_search"] = {

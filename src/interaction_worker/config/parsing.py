@@ -219,6 +219,9 @@ def _commands(tools: Section) -> CommandSettings:
             max_output_bytes=s.integer("max_output_bytes", 65536, 1, 1_048_576),
             max_error_bytes=s.integer("max_error_bytes", 8192, 1, 65536),
             timeout=s.duration("timeout", 5.0),
+            max_memory=s.integer(
+                "max_memory", 268_435_456, 67_108_864, 1_099_511_627_776
+            ),
         )
 
 

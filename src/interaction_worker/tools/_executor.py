@@ -4,12 +4,14 @@ local executor, answering where it throws)."""
 import asyncio
 import codecs
 import contextlib
+import functools
 import math
 import os
+import resource
 import shutil
 import signal
 import subprocess
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import ConfigurationError, InvalidInput, PermissionDenied
@@ -20,6 +22,12 @@ _CHUNK = 65536
 _MAX_TIMEOUT = (2**31 - 1) / 1000  # the reference's timer limit, in seconds
 _MAX_LIMIT = 16 * 1024 * 1024
 _REAP_TIMEOUT = 5.0  # a SIGKILLed process is reaped at once; bounded anyway
+# The address space a command may map (docs/configuration.md, `tools.commands.max_memory`): the 14
+# programs run in about 20 MB (`file` needs more than 16 MiB for its database), while one `uniq`,
+# `sort` or `tail` on a large sparse file or a device grows by gigabytes within its timeout.
+DEFAULT_MAX_MEMORY = 256 * 1024 * 1024
+MIN_MAX_MEMORY = 64 * 1024 * 1024
+MAX_MAX_MEMORY = 1024**4
 
 
 def _limit(value: object, name: str, default: int) -> int:
@@ -45,6 +53,10 @@ class SubprocessExecutor:
     after it exits (children left behind). At most `max_error_bytes` + 1 bytes of stderr are kept;
     the rest is read and dropped, so memory stays bounded whatever a command prints. A program that
     is not installed is `unavailable`. `commands`, when given, lists the program names it runs.
+
+    Each program may map at most `max_memory` bytes of address space (`RLIMIT_AS`; None: no limit):
+    past it its allocations fail, and the program ends as it does when memory runs out (coreutils
+    and grep print `memory exhausted` and exit nonzero), instead of growing the machine's memory.
     """
 
     def __init__(
@@ -56,6 +68,7 @@ class SubprocessExecutor:
         commands: Collection[str] | None = None,
         path: str = DEFAULT_PATH,
         env: Mapping[str, str] | None = None,
+        max_memory: int | None = DEFAULT_MAX_MEMORY,
     ) -> None:
         if (
             isinstance(timeout, bool)
@@ -85,11 +98,22 @@ class SubprocessExecutor:
             raise ConfigurationError("path must list absolute directories")
         self.path = path
         self._env = {**(env or {}), "PATH": path}
+        if max_memory is not None and (
+            isinstance(max_memory, bool)
+            or not isinstance(max_memory, int)
+            or not MIN_MAX_MEMORY <= max_memory <= MAX_MAX_MEMORY
+        ):
+            raise ConfigurationError(
+                f"max_memory must be an integer from {MIN_MAX_MEMORY} to {MAX_MAX_MEMORY} "
+                "bytes, or None"
+            )
+        self.max_memory = max_memory
 
     def __repr__(self) -> str:
         return (
             f"SubprocessExecutor(timeout={self.timeout:g}, "
-            f"max_output_bytes={self.max_output_bytes}, max_error_bytes={self.max_error_bytes})"
+            f"max_output_bytes={self.max_output_bytes}, max_error_bytes={self.max_error_bytes}, "
+            f"max_memory={self.max_memory})"
         )
 
     def _program(self, command: str) -> str | None:
@@ -124,6 +148,7 @@ class SubprocessExecutor:
             cwd=workspace,
             env=self._env,
             start_new_session=True,
+            preexec_fn=_address_space_limit(self.max_memory),
         )
         timed_out = False
         try:
@@ -152,6 +177,20 @@ class SubprocessExecutor:
             truncated=capture.filled,
             timed_out=timed_out,
         )
+
+
+def _address_space_limit(limit: int | None) -> Callable[[], None] | None:
+    """What the child runs between fork and exec: `setrlimit(RLIMIT_AS)`, no shell and no wrapper
+    program. Python documents `preexec_fn` as unsafe in a process with threads, for Python code
+    that may wait on a lock another thread held at fork time; here only C runs in the child (a
+    `functools.partial` of `resource.setrlimit`), on the asyncio loop and on uvloop alike. A
+    lower hard limit the worker itself runs under is kept: the child may not raise it."""
+    if limit is None:
+        return None
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    return functools.partial(resource.setrlimit, resource.RLIMIT_AS, (limit, limit))
 
 
 def _executable(loop: asyncio.AbstractEventLoop, program: str) -> str | None:
