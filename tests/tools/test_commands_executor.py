@@ -296,10 +296,22 @@ def address_space_limit(text: str) -> str:
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("prlimit", [True, False], ids=["prlimit", "preexec"])
 def test_every_command_runs_under_a_memory_limit(
-    workspace: Path, loop: LoopName
+    workspace: Path, tmp_path: Path, loop: LoopName, prlimit: bool
 ) -> None:
-    executor = SubprocessExecutor(commands=None)
+    """Set by util-linux's prlimit where the executor's path has it, else between fork and exec."""
+    path = "/usr/bin:/bin"
+    if not prlimit:
+        directory = tmp_path / "bin"
+        directory.mkdir()
+        cat = shutil.which("cat", path=path)
+        assert cat is not None
+        (directory / "cat").symlink_to(cat)
+        path = str(directory)
+    else:
+        assert shutil.which("prlimit", path=path) is not None
+    executor = SubprocessExecutor(commands=None, path=path)
     run = executor.run("cat", ["/proc/self/limits"], workspace)
     result = event_loop.run(run, loop)
     assert address_space_limit(result.stdout) == str(256 * 1024 * 1024)

@@ -4,30 +4,23 @@ local executor, answering where it throws)."""
 import asyncio
 import codecs
 import contextlib
-import functools
 import math
 import os
-import resource
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import ConfigurationError, InvalidInput, PermissionDenied
 from ..nodes import CommandResult
+from ._memory import DEFAULT_MAX_MEMORY, MemoryLimit
 
 DEFAULT_PATH = "/usr/bin:/bin"
 _CHUNK = 65536
 _MAX_TIMEOUT = (2**31 - 1) / 1000  # the reference's timer limit, in seconds
 _MAX_LIMIT = 16 * 1024 * 1024
 _REAP_TIMEOUT = 5.0  # a SIGKILLed process is reaped at once; bounded anyway
-# The address space a command may map (docs/configuration.md, `tools.commands.max_memory`): the 14
-# programs run in about 20 MB (`file` needs more than 16 MiB for its database), while one `uniq`,
-# `sort` or `tail` on a large sparse file or a device grows by gigabytes within its timeout.
-DEFAULT_MAX_MEMORY = 256 * 1024 * 1024
-MIN_MAX_MEMORY = 64 * 1024 * 1024
-MAX_MAX_MEMORY = 1024**4
 
 
 def _limit(value: object, name: str, default: int) -> int:
@@ -54,9 +47,9 @@ class SubprocessExecutor:
     the rest is read and dropped, so memory stays bounded whatever a command prints. A program that
     is not installed is `unavailable`. `commands`, when given, lists the program names it runs.
 
-    Each program may map at most `max_memory` bytes of address space (`RLIMIT_AS`; None: no limit):
-    past it its allocations fail, and the program ends as it does when memory runs out (coreutils
-    and grep print `memory exhausted` and exit nonzero), instead of growing the machine's memory.
+    Each program may map at most `max_memory` bytes of address space (`RLIMIT_AS`, see `_memory`;
+    None: no limit): past it its allocations fail, and the program ends as it does when memory runs
+    out (coreutils and grep print `memory exhausted` and exit nonzero) instead of taking gigabytes.
     """
 
     def __init__(
@@ -98,16 +91,11 @@ class SubprocessExecutor:
             raise ConfigurationError("path must list absolute directories")
         self.path = path
         self._env = {**(env or {}), "PATH": path}
-        if max_memory is not None and (
-            isinstance(max_memory, bool)
-            or not isinstance(max_memory, int)
-            or not MIN_MAX_MEMORY <= max_memory <= MAX_MAX_MEMORY
-        ):
-            raise ConfigurationError(
-                f"max_memory must be an integer from {MIN_MAX_MEMORY} to {MAX_MAX_MEMORY} "
-                "bytes, or None"
-            )
-        self.max_memory = max_memory
+        self._memory = MemoryLimit(max_memory, path)
+
+    @property
+    def max_memory(self) -> int | None:
+        return self._memory.max_memory
 
     def __repr__(self) -> str:
         return (
@@ -136,19 +124,19 @@ class SubprocessExecutor:
         if program is None:
             return CommandResult("", "", None, unavailable=True)
         loop = asyncio.get_running_loop()
+        launch = self._memory.launch(command, args, program)
         # A missing workspace raises FileNotFoundError: not the program's absence.
         transport, capture = await loop.subprocess_exec(
             lambda: _Capture(self.max_output_bytes + 1, self.max_error_bytes + 1),
-            command,
-            *args,
-            executable=_executable(loop, program),
+            *launch.argv,
+            executable=_executable(loop, launch.program),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=workspace,
             env=self._env,
             start_new_session=True,
-            preexec_fn=_address_space_limit(self.max_memory),
+            preexec_fn=launch.preexec_fn,
         )
         timed_out = False
         try:
@@ -177,20 +165,6 @@ class SubprocessExecutor:
             truncated=capture.filled,
             timed_out=timed_out,
         )
-
-
-def _address_space_limit(limit: int | None) -> Callable[[], None] | None:
-    """What the child runs between fork and exec: `setrlimit(RLIMIT_AS)`, no shell and no wrapper
-    program. Python documents `preexec_fn` as unsafe in a process with threads, for Python code
-    that may wait on a lock another thread held at fork time; here only C runs in the child (a
-    `functools.partial` of `resource.setrlimit`), on the asyncio loop and on uvloop alike. A
-    lower hard limit the worker itself runs under is kept: the child may not raise it."""
-    if limit is None:
-        return None
-    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    return functools.partial(resource.setrlimit, resource.RLIMIT_AS, (limit, limit))
 
 
 def _executable(loop: asyncio.AbstractEventLoop, program: str) -> str | None:
