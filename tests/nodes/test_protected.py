@@ -124,6 +124,20 @@ def test_a_protected_directory_created_later_is_protected_then(tmp_path: Path) -
     assert not registry.snapshot().refuses(tmp_path / "other")
 
 
+async def test_a_file_with_several_links_to_nothing_protected_is_read(
+    workspace: Path,
+) -> None:
+    """Hard links are looked for among the protected directories of the file's own device: /proc
+    (thousands of entries, no hard links) is never walked for a workspace file."""
+    os.link(workspace / "notes.txt", workspace / "docs" / "notes-again.txt")
+    sandbox = box(workspace)
+    sandbox.protected.add("/proc")
+    assert await sandbox.read_text("docs/notes-again.txt") == "notes"
+    snapshot = sandbox.protected.snapshot()
+    assert not snapshot.refuses(workspace / "notes.txt")
+    assert snapshot.refuses(workspace / "docs" / "copy.txt")
+
+
 def test_the_walk_finds_what_a_command_would_meet(workspace: Path) -> None:
     snapshot = box(workspace).protected.snapshot()
     deadline = time.monotonic() + 10

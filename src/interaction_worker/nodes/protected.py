@@ -23,9 +23,9 @@ Identity = tuple[int, int]  # (st_dev, st_ino)
 # holds credentials, and each is a file there (`/proc/PID/environ`), readable by the worker's user.
 PROCESS_FILES = Path("/proc")
 
-# Files with several links below the protected directories are looked for only when a checked file
-# has several links itself, and this many entries at most: past it, any file with several links is
-# taken for one of them.
+# Files with several links below the protected directories of one device are looked for only when a
+# checked file on that device has several links itself, and this many entries at most: past it, any
+# file with several links on that device is taken for one of them.
 _MAX_LINKED_SCAN = 100_000
 
 
@@ -76,8 +76,8 @@ class ProtectedSnapshot:
                 self.directories.add(identity(info))
             else:
                 self.files.add(identity(info))
-        self._linked: set[Identity] | None = None
-        self._linked_complete = True
+        # Per device: hard links never cross file systems, so `/proc` is never walked for a file.
+        self._linked: dict[int, set[Identity] | None] = {}
 
     def __bool__(self) -> bool:
         return bool(self.real)
@@ -114,31 +114,45 @@ class ProtectedSnapshot:
 
     def _is_linked(self, key: Identity) -> bool:
         """Whether `key` is a file below a protected directory that has another name elsewhere."""
-        if self._linked is None:
-            self._linked = self._scan_linked()
-        return key in self._linked or not self._linked_complete
+        device = key[0]
+        if device not in self._linked:
+            self._linked[device] = self._scan_linked(device)
+        linked = self._linked[device]
+        return linked is None or key in linked
 
-    def _scan_linked(self) -> set[Identity]:
+    def _scan_linked(self, device: int) -> set[Identity] | None:
+        """The files with several links below the protected directories on `device`; None when
+        there are too many entries to look at."""
         found: set[Identity] = set()
         seen = 0
-        stack = [real for real in self.real if real.is_dir()]
+        stack = [str(real) for real in self.real if _on(real, device)]
         while stack:
             try:
-                entries = list(os.scandir(stack.pop()))
+                with os.scandir(stack.pop()) as listing:
+                    entries = list(listing)
             except OSError:
                 continue
             for entry in entries:
                 seen += 1
                 if seen > _MAX_LINKED_SCAN:
-                    self._linked_complete = False
-                    return found
+                    return None
                 try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(Path(entry.path))
-                    elif entry.is_file(follow_symlinks=False):
-                        info = entry.stat(follow_symlinks=False)
-                        if info.st_nlink > 1:
-                            found.add(identity(info))
+                    info = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
+                if info.st_dev != device:
+                    continue  # a mount point: nothing below it links here
+                if stat.S_ISDIR(info.st_mode):
+                    stack.append(entry.path)
+                elif stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                    found.add(identity(info))
         return found
+
+
+def _on(path: Path, device: int) -> bool:
+    """Whether `path` is a directory on `device`."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_dev == device
