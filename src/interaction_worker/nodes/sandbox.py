@@ -39,6 +39,9 @@ class Sandbox:
 
     Command-protocol ids (`command_ids`, docs/commands.md) are the exception: all are granted unless
     a list is given, since the dispatcher bound in code is already their allow-list.
+
+    `protected` holds the worker's secrets (`ProtectedPaths`): `run` adds the data directory and the
+    credential files to it, and no permission reaches them (docs/tools.md).
     """
 
     def __init__(
