@@ -5,6 +5,7 @@ bounded memory whatever a command prints, the minimal environment and missing pr
 import asyncio
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -403,14 +404,35 @@ async def test_a_signal_the_executor_did_not_send_is_128_plus_its_number(
 # --- what the program sees ----------------------------------------------------------------------------
 
 
-async def test_the_environment_is_only_path(workspace: Path) -> None:
+async def test_the_environment_is_only_path_and_a_temporary_directory(
+    workspace: Path,
+) -> None:
     result = await SubprocessExecutor(commands=None).run("env", [], workspace)
-    assert result.stdout == "PATH=/usr/bin:/bin\n"
+    path, scratch = lines(result.stdout)
+    assert path == "PATH=/usr/bin:/bin"
+    assert scratch.startswith(f"TMPDIR={tempfile.gettempdir()}/interaction-command-")
+    assert not await anyio.Path(scratch.removeprefix("TMPDIR=")).exists()
     extra = SubprocessExecutor(commands=None, env={"LC_ALL": "C"})
-    assert lines((await extra.run("env", [], workspace)).stdout) == [
-        "LC_ALL=C",
-        "PATH=/usr/bin:/bin",
-    ]
+    assert [
+        line.split("=")[0]
+        for line in lines((await extra.run("env", [], workspace)).stdout)
+    ] == ["LC_ALL", "PATH", "TMPDIR"]
+
+
+@pytest.mark.parametrize("killed", [False, True], ids=["ends", "killed"])
+async def test_what_a_command_leaves_in_its_temporary_directory_is_removed(
+    workspace: Path, killed: bool
+) -> None:
+    """A `sort` that spilled to disk and was killed at its timeout left its files behind."""
+    executor = SubprocessExecutor(commands=None, timeout=0.3 if killed else 10)
+    script = 'echo "$TMPDIR"; mkdir "$TMPDIR/d"; echo x > "$TMPDIR/d/sortA1b2"'
+    result = await executor.run(
+        "sh", ["-c", script + ("; sleep 60" if killed else "")], workspace
+    )
+    assert result.timed_out is killed
+    scratch = result.stdout.splitlines()[0]
+    assert scratch.startswith(tempfile.gettempdir())
+    assert not await anyio.Path(scratch).exists()
 
 
 async def test_stdin_is_closed_and_the_cwd_is_the_workspace(workspace: Path) -> None:

@@ -9,12 +9,13 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import ConfigurationError, InvalidInput, PermissionDenied
 from ..nodes import CommandResult
-from ._memory import DEFAULT_MAX_MEMORY, MemoryLimit
+from ._memory import DEFAULT_MAX_MEMORY, Launch, MemoryLimit
 
 DEFAULT_PATH = "/usr/bin:/bin"
 _CHUNK = 65536
@@ -39,8 +40,9 @@ class SubprocessExecutor:
     """Runs one program with separate arguments in the workspace: no shell, nothing inherited.
 
     The program is looked up in `path` only (absolute directories, default `/usr/bin:/bin`, also the
-    child's whole `PATH`; `env` adds variables), runs with argv[0] the command as given (`cat`, not
-    the path it was found at) in a new session with stdin closed, and its whole process group is
+    child's whole `PATH`; `env` adds variables, and `TMPDIR` is a directory of its own, removed once
+    it ends), runs with argv[0] the command as given (`cat`, not the path it was found at) in a new
+    session with stdin closed, and its whole process group is
     killed with SIGKILL when it outlives `timeout` (`timed_out`), when stdout reaches
     `max_output_bytes` + 1 byte (`truncated`; reading stops there), when the call is cancelled, and
     after it exits (children left behind). At most `max_error_bytes` + 1 bytes of stderr are kept;
@@ -123,8 +125,19 @@ class SubprocessExecutor:
         program = self._program(command)
         if program is None:
             return CommandResult("", "", None, unavailable=True)
-        loop = asyncio.get_running_loop()
         launch = self._memory.launch(command, args, program)
+        # Its own temporary directory, removed once it has ended: a `sort` that spills to disk
+        # (more often under max_memory) and is killed at its timeout leaves its files there.
+        scratch = tempfile.mkdtemp(prefix="interaction-command-")
+        try:
+            return await self._run(launch, workspace, scratch)
+        finally:
+            await _remove(scratch)
+
+    async def _run(
+        self, launch: Launch, workspace: Path, scratch: str
+    ) -> CommandResult:
+        loop = asyncio.get_running_loop()
         # A missing workspace raises FileNotFoundError: not the program's absence.
         transport, capture = await loop.subprocess_exec(
             lambda: _Capture(self.max_output_bytes + 1, self.max_error_bytes + 1),
@@ -134,7 +147,7 @@ class SubprocessExecutor:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=workspace,
-            env=self._env,
+            env={**self._env, "TMPDIR": scratch},
             start_new_session=True,
             preexec_fn=launch.preexec_fn,
         )
@@ -165,6 +178,16 @@ class SubprocessExecutor:
             truncated=capture.filled,
             timed_out=timed_out,
         )
+
+
+async def _remove(directory: str) -> None:
+    try:
+        os.rmdir(directory)  # mostly empty: no thread needed
+    except FileNotFoundError:
+        pass
+    except OSError:
+        # Shielded: a second cancellation must not leave the files behind.
+        await asyncio.shield(asyncio.to_thread(shutil.rmtree, directory, True))
 
 
 def _executable(loop: asyncio.AbstractEventLoop, program: str) -> str | None:
