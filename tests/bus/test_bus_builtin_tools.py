@@ -30,7 +30,7 @@ KEY = "bus-brave-key-42"
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """src/{a,b}.py, docs/readme.md, notes.txt, `out`: a symlink to a directory outside, and the
+    """src/{a,b}.py, a readme in docs/, notes.txt, `out`: a symlink to a directory outside, and the
     data directory `.interaction` with its token."""
     outside = tmp_path / "outside"
     outside.mkdir()
