@@ -242,6 +242,7 @@ async def serve(
             name=options.name,
             endpoints=binding.served_endpoints(),
             metadata=service_metadata,
+            reply_prefixes=options.reply_prefixes,
         )
         stack.push_async_callback(discovery.stop)
         await discovery.start()

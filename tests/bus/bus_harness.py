@@ -1,9 +1,9 @@
 """The harness of the bus tests: a worker served by either binding on a real nats-server, under a prefix
 of its own, and a raw client that sees everything published under that prefix in arrival order.
 
-Replies are requested on `P.reply.<n>` (only `Interaction-Reply-To` is restricted to `_INBOX.`), so one
-subscription on `P.>` receives a message's reply, events and dead letter in the order the worker
-published them.
+Replies are requested on `P.reply.<n>`, which the workers served here take as a reply prefix beside
+`_INBOX.` (`reply_prefixes`), so one subscription on `P.>` receives a message's reply, events and dead
+letter in the order the worker published them.
 """
 
 import asyncio
@@ -11,7 +11,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -40,6 +40,11 @@ EVENT_FAMILIES = (
 
 def unique_prefix() -> str:
     return f"t{uuid.uuid4().hex}"
+
+
+def reply_prefixes(prefix: str) -> tuple[str, str]:
+    """What the workers served here answer: their clients' inboxes, and the bus's `P.reply.<n>`."""
+    return ("_INBOX.", f"{prefix}.reply.")
 
 
 async def settled(client: Client) -> None:
@@ -253,6 +258,7 @@ class Serve:
             served.nats_binding = worker.nats_binding(
                 client,
                 prefix=prefix,
+                reply_prefixes=reply_prefixes(prefix),
                 max_pending=max_pending,
                 tool_timeout=tool_timeout,
                 idempotency=idempotency,
@@ -265,6 +271,7 @@ class Serve:
             broker.include_router(
                 worker.router(
                     prefix=prefix,
+                    reply_prefixes=reply_prefixes(prefix),
                     tool_timeout=tool_timeout,
                     idempotency=idempotency,
                     account_inboxes=account_inboxes,
@@ -297,7 +304,12 @@ class Running:
 async def running_service(
     settings: Settings, options: ServeOptions, *, start_bound: float = WAIT
 ) -> AsyncIterator[Running]:
-    """`service.serve` of the worker `settings` build, until the block ends (or `stop` is set)."""
+    """`service.serve` of the worker `settings` build, until the block ends (or `stop` is set);
+    it answers the bus's `P.reply.<n>` too."""
+    options = replace(
+        options,
+        reply_prefixes=(*options.reply_prefixes, f"{options.prefix}.reply."),
+    )
     assert options.url is not None
     ready, stop = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(

@@ -192,6 +192,29 @@ async def test_a_durable_worker_lists_its_consumers_and_counts_durable_calls(
     assert tool.processing_time >= NAP * 1e9
 
 
+async def test_discovery_answers_only_under_a_reply_prefix(serve_worker: Any) -> None:
+    """`nats micro` asks from `_INBOX.`; a request whose reply subject is anything else (an event
+    subject here) is not answered: the worker's rights are not another client's (docs/wire.md 7)."""
+    name = service_name()
+    handle = await serve_worker(nats={"name": name})
+    nc = handle.client.nc
+    victims = f"{handle.prefix}.tool.result.victim"
+    aimed = await nc.subscribe(victims)
+    inbox = nc.new_inbox()
+    answered = await nc.subscribe(inbox)
+    await nc.flush()
+
+    await nc.publish(f"$SRV.PING.{name}", b"", reply=victims)
+    await nc.publish(f"$SRV.PING.{name}", b"", reply=inbox)
+    answer = await answered.next_msg(timeout=5)
+    await nc.flush()
+
+    assert json.loads(answer.data)["name"] == name
+    assert (
+        aimed.pending_msgs == 0
+    )  # the worker answers in order: it would have come first
+
+
 async def test_a_service_name_outside_the_protocols_characters_is_refused_at_start() -> (
     None
 ):

@@ -14,7 +14,7 @@ import anyio.to_thread
 import nats
 import pytest
 from bus_doubles import Kit
-from bus_harness import Bus, decode, settled, unique_prefix
+from bus_harness import Bus, decode, reply_prefixes, settled, unique_prefix
 from faststream import BaseMiddleware
 from faststream.message import StreamMessage
 from faststream.nats import NatsBroker
@@ -73,7 +73,9 @@ async def mounted(
     watcher = await nats.connect(nats_url, max_reconnect_attempts=1)
     broker = NatsBroker(nats_url, logger=None, middlewares=[middleware(seen)])
     worker = Kit().worker(concurrency=request.param)
-    broker.include_router(worker.router(prefix=prefix))
+    broker.include_router(
+        worker.router(prefix=prefix, reply_prefixes=reply_prefixes(prefix))
+    )
     try:
         bus = Bus(watcher, prefix)
         await bus.watch()
@@ -199,7 +201,11 @@ async def test_a_restarted_broker_still_waits_for_its_calls_then_cancels_them(
     bus = Bus(watcher, prefix)
     await bus.watch()
     broker = NatsBroker(nats_url, logger=None, graceful_timeout=1.0)
-    broker.include_router(kit.worker(concurrency=4).router(prefix=prefix))
+    broker.include_router(
+        kit.worker(concurrency=4).router(
+            prefix=prefix, reply_prefixes=reply_prefixes(prefix)
+        )
+    )
     try:
         for round_ in range(2):
             await broker.start()

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from bus_doubles import SECRET_TEXT, Boom, ListSink, McpDouble
-from bus_harness import WAIT, Bus, Serve, unique_prefix
+from bus_harness import WAIT, Bus, Serve, reply_prefixes, unique_prefix
 from nats.aio.msg import Msg
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -84,7 +84,13 @@ async def traced(
     task = asyncio.create_task(
         serve(
             worker,
-            ServeOptions(url=nats_url, prefix=prefix, tracing=tracing, **options),
+            ServeOptions(
+                url=nats_url,
+                prefix=prefix,
+                reply_prefixes=reply_prefixes(prefix),
+                tracing=tracing,
+                **options,
+            ),
             ready=lambda url: ready.set(),
             stop=stop,
             install_signal_handlers=False,

@@ -26,6 +26,7 @@ from nats.aio.subscription import Subscription
 from nats.nuid import NUID
 
 from .endpoints import Endpoint
+from .incoming import own_prefixes
 
 _LOGGER = logging.getLogger("interaction_worker")
 
@@ -65,6 +66,9 @@ class Discovery:
         endpoints: the request subjects served.
         metadata: the service's metadata (the metrics address, when they are served).
         instance: this process's id; a fresh NUID by default, as nats-py's services use.
+        reply_prefixes: `subjects.reply_prefixes`: a request is answered only there, or on a
+            subject the server remapped (docs/wire.md 7). `nats micro` asks from `_INBOX.` unless
+            given `--inbox-prefix`.
 
     Raises:
         ValueError: `name` is not a name the protocol allows.
@@ -79,6 +83,7 @@ class Discovery:
         version: str | None = None,
         metadata: Mapping[str, str] | None = None,
         instance: str | None = None,
+        reply_prefixes: tuple[str, ...] = ("_INBOX.",),
     ) -> None:
         if SERVICE_NAME.fullmatch(name) is None:
             raise ValueError(
@@ -91,6 +96,10 @@ class Discovery:
         self.endpoints = tuple(endpoints)
         self.metadata = dict(metadata or {})
         self.started = datetime.now(UTC)
+        self.own_prefixes = own_prefixes(reply_prefixes)
+        # Requests left unanswered for their reply subject: a count and a debug line each, no dead
+        # letter (a discovery request carries nothing to keep, and every worker sees each one).
+        self.refused = 0
         self._subscriptions: list[Subscription] = []
 
     def subjects(self, verb: str) -> tuple[str, str, str]:
@@ -169,9 +178,17 @@ class Discovery:
         self, answer: Callable[[], dict[str, object]]
     ) -> Callable[[Msg], Awaitable[None]]:
         publish = self.client.publish
+        allowed = self.own_prefixes
 
         async def respond(msg: Msg) -> None:
             if not msg.reply:
+                return
+            if not msg.reply.startswith(allowed):
+                self.refused += 1
+                _LOGGER.debug(
+                    "not answering %s: its reply subject is under no reply prefix",
+                    msg.subject,
+                )
                 return
             try:
                 await publish(msg.reply, json.dumps(answer()).encode())

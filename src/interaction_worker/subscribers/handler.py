@@ -22,7 +22,14 @@ from ..ledger import RECORD_ENVELOPE, CountedStore, Ledger
 from .dead_letters import UtcTimestamps
 from .delivery import Redeliver
 from .endpoints import Endpoint, Measures
-from .incoming import Incoming, ReplyTarget, account_reply_target, reply_target
+from .incoming import (
+    Incoming,
+    ReplyTarget,
+    account_reply_target,
+    own_prefixes,
+    own_reply,
+    reply_target,
+)
 from .outgoing import Outgoing, Publish
 from .refusals import Refusals
 from .requests import Nodes, Shutdown, families, ledgered, measured
@@ -67,6 +74,8 @@ class MessageHandler:
         self._reply_target: ReplyTarget = (
             account_reply_target if account_inboxes else reply_target
         )
+        # Where a message's own reply subject may point (docs/wire.md 7).
+        self.own_prefixes = own_prefixes(reply_prefixes)
         self.outgoing = Outgoing(subjects, max_payload)
         if ledger is not None:
             self.outgoing.record_allowance = RECORD_ENVELOPE
@@ -132,14 +141,19 @@ class MessageHandler:
         self, msg: Incoming
     ) -> tuple[str | None, InteractionWorkerError | None]:
         """Where the reply goes: a valid Interaction-Reply-To header, else the reply subject."""
-        return self._reply_target(msg, self.reply_prefixes)
+        return self._reply_target(msg, self.reply_prefixes, self.own_prefixes)
 
     async def handle(self, kind: Kind, msg: Incoming) -> list[Publish]:
         family = self.families[kind]
         if msg.headers:
-            target, reply_error = self._reply_target(msg, self.reply_prefixes)
+            target, reply_error = self._reply_target(
+                msg, self.reply_prefixes, self.own_prefixes
+            )
         else:
+            # `own_reply`'s rule, without a call for the common case of a reply it allows.
             target, reply_error = msg.reply or None, None
+            if target is not None and not target.startswith(self.own_prefixes):
+                target, reply_error = own_reply(target, self.own_prefixes)
         body = None
         key, identifier = NO_KEY, None
         try:
@@ -180,7 +194,7 @@ class MessageHandler:
         the last one): never run again. Its recorded outcome is published (`unknown` for a call left
         started); else it is dead-lettered, UNAVAILABLE "Gave up after N deliveries" (wire.md 7)."""
         family = self.families[kind]
-        target, _ = self._reply_target(msg, self.reply_prefixes)
+        target, _ = self._reply_target(msg, self.reply_prefixes, self.own_prefixes)
         body = None
         key, identifier = NO_KEY, None
         try:

@@ -14,6 +14,9 @@ REPLY_TO_HEADER = "Interaction-Reply-To"
 # the serving account itself, which is why the check that reads it is opt-in.
 REQUEST_INFO_HEADER = "Nats-Request-Info"
 ACCOUNT_INBOX_ROOT = "_INBOX."
+# How the server names the reply subject of a request that came through an account's service import:
+# the worker may answer there, the server maps it back to the requester (docs/wire.md 7).
+REMAPPED_REPLY = "_R_."
 
 
 @dataclass(slots=True)
@@ -29,33 +32,36 @@ class Incoming:
 
 
 def reply_target(
-    msg: Incoming, prefixes: tuple[str, ...]
+    msg: Incoming, prefixes: tuple[str, ...], own_prefixes: tuple[str, ...]
 ) -> tuple[str | None, InteractionWorkerError | None]:
-    """Where the reply goes: a valid Interaction-Reply-To header, else the reply subject.
+    """Where the reply goes: a valid Interaction-Reply-To header, else the reply subject when
+    `own_reply` allows it.
 
     An invalid header is INVALID_INPUT, answered on the reply subject so that the client hears of it."""
     requested = msg.headers.get(REPLY_TO_HEADER) if msg.headers else None
     if requested is None:
-        return msg.reply or None, None
+        return own_reply(msg.reply, own_prefixes)
     if is_publishable_subject(requested, prefixes):
         return requested, None
-    return msg.reply or None, InvalidInput(
+    target, _ = own_reply(msg.reply, own_prefixes)
+    return target, InvalidInput(
         "Interaction-Reply-To must be a subject under an allowed reply prefix"
     )
 
 
 ReplyTarget = Callable[
-    [Incoming, tuple[str, ...]], tuple[str | None, InteractionWorkerError | None]
+    [Incoming, tuple[str, ...], tuple[str, ...]],
+    tuple[str | None, InteractionWorkerError | None],
 ]
 
 
 def account_reply_target(
-    msg: Incoming, prefixes: tuple[str, ...]
+    msg: Incoming, prefixes: tuple[str, ...], own_prefixes: tuple[str, ...]
 ) -> tuple[str | None, InteractionWorkerError | None]:
     """`reply_target` for accounts that each import their own inbox slice (`subjects.account_inboxes`,
     docs/operations.md): a request that came through an account's import may ask for its reply only
     under `_INBOX.<that account>.`, so no account can aim a reply into another's inbox."""
-    target, error = reply_target(msg, prefixes)
+    target, error = reply_target(msg, prefixes, own_prefixes)
     if error is not None or msg.headers is None or REPLY_TO_HEADER not in msg.headers:
         return target, error
     info = msg.headers.get(REQUEST_INFO_HEADER)
@@ -65,7 +71,8 @@ def account_reply_target(
     if account is not None and target is not None:
         if target.startswith(f"{ACCOUNT_INBOX_ROOT}{account}."):
             return target, None
-    return msg.reply or None, InvalidInput(
+    answer, _ = own_reply(msg.reply, own_prefixes)
+    return answer, InvalidInput(
         "Interaction-Reply-To must be under the requesting account's inbox "
         f"({ACCOUNT_INBOX_ROOT}<account>.)"
     )
@@ -79,3 +86,22 @@ def _account_of(info: str) -> str | None:
         return None
     account = parsed.get("acc") if isinstance(parsed, dict) else None
     return account if isinstance(account, str) and account else None
+def own_prefixes(prefixes: tuple[str, ...]) -> tuple[str, ...]:
+    """Where a message's own reply subject may point: under `subjects.reply_prefixes`, or a subject
+    the server remapped for a request through a service import."""
+    return (*prefixes, REMAPPED_REPLY)
+
+
+def own_reply(
+    reply: str | None, allowed: tuple[str, ...]
+) -> tuple[str | None, InteractionWorkerError | None]:
+    """A message's own NATS reply subject, when the worker may publish there (`own_prefixes`).
+
+    Any other is refused: the server checks no permission on a reply subject, so answering it would
+    let a client aim the worker's publishing rights at an event, dead-letter, `$KV` or other client's
+    subject (docs/wire.md 7). Such a message gets no reply, only its dead letter."""
+    if not reply:
+        return None, None
+    if reply.startswith(allowed):
+        return reply, None
+    return None, InvalidInput("The reply subject must be under an allowed reply prefix")
