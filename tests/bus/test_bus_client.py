@@ -38,6 +38,33 @@ async def test_a_tool_call_returns_its_result_and_observation(
     assert (by_call.result.call_id, by_call.result.content) == ("c-2", "yo")
 
 
+@pytest.mark.parametrize("serve", ["nats-py"], indirect=True)
+@pytest.mark.parametrize(
+    ("size", "shape"),
+    [(10, "whole"), (400_000, "shortened"), (600_000, "RESULT_TOO_LARGE")],
+)
+async def test_a_calls_observation_is_the_workers_event_byte_for_byte(
+    serve: Serve, nats_client: Client, size: int, shape: str
+) -> None:
+    """Computed from the result as the worker computes its event, never read from the public event
+    subject: the same whether whole, shortened, or of a result replaced for its size (wire.md 1)."""
+    served = await serve(Kit().worker())
+    client = InteractionClient(nats_client, prefix=served.prefix, timeout=10)
+
+    outcome = await client.call_tool("big", call_id="b-1", size=size, twice=True)
+    await client.close()
+    (event,) = await served.bus.wait_subject(f"{served.prefix}.tool.observation.b-1")
+
+    assert outcome.observation.to_json() == event.data
+    metadata = outcome.observation.metadata or {}
+    error = outcome.observation.error
+    assert {
+        "whole": not metadata,
+        "shortened": metadata == {"truncated": True},
+        "RESULT_TOO_LARGE": error is not None and error.code == shape,
+    }[shape]
+
+
 async def test_every_family_answers_with_its_model(
     serve: Serve, nats_client: Client
 ) -> None:

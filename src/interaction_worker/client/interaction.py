@@ -5,12 +5,18 @@ there, so the client works the same against a core-mode and a durable-mode worke
 message's own reply subject is a sibling of that inbox: a core NATS server answers it with a 503
 status when nobody serves the subject, and a JetStream stream that captured the request with its
 PubAck, which says the call was accepted and nothing more.
+
+Only the answer to the request is believed (`replies`): anything else that reaches the inbox is
+ignored. The observation of a call's result is computed here, as the worker computes its event, not
+read from the public event subject.
 """
 
 import asyncio
 import itertools
 import json
+import logging
 import os
+import secrets
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,13 +38,15 @@ from ..contracts import (
     ToolDefinition,
     ToolList,
 )
-from ..contracts.keys import subject_key
+from ..nodes import EVENT_HEADERS_ROOM, observation_json
+from .replies import Matcher, matcher, matcher_of_bytes
 from .target import connect as connect_target
 from .target import find_project, resolve_target
 
 DEFAULT_TIMEOUT = 75.0
 DEFAULT_INBOX_PREFIX = "_INBOX"
 _ACK = "ack"  # the last token of the publish's own reply subject
+_LOGGER = logging.getLogger("interaction_worker")
 
 
 class InteractionRequestError(Exception):
@@ -67,7 +75,8 @@ class NoWorkerError(Exception):
 
 
 class ToolOutcome(NamedTuple):
-    """A tool call's or MCP invoke's result, and the observation the worker published of it."""
+    """A tool call's or MCP invoke's result, and its observation as the worker publishes it (the
+    OBSERVE node's, shortened as the event is when it would not fit: docs/wire.md 1)."""
 
     result: ExternalResult
     observation: Observation
@@ -79,7 +88,7 @@ class InteractionClient:
     Args:
         nc: a connected nats-py client; `InteractionClient.connect` makes one and closes it after.
         prefix: the worker's subject prefix.
-        timeout: seconds to wait for a reply (and for a call's observation after it).
+        timeout: seconds to wait for a reply.
         inbox_prefix: where replies come (`nats.inbox_prefix`); must be under the worker's
             `subjects.reply_prefixes`.
     """
@@ -98,6 +107,8 @@ class InteractionClient:
         self._inbox = f"{inbox_prefix}.{uuid.uuid4().hex}"
         self._tokens = itertools.count(1)
         self._waiting: dict[str, asyncio.Future[Msg]] = {}
+        # What the answer to each request waiting must carry (None: it carries no id).
+        self._expected: dict[str, Matcher | None] = {}
         self._subscription: Subscription | None = None
         self._owns_connection = False
 
@@ -170,12 +181,9 @@ class InteractionClient:
     ) -> ToolOutcome:
         """One tool call: `call_tool("read_text", path="README.md")`, or a `ToolCall`."""
         call = _tool_call(call_or_name, arguments, call_id, more_arguments)
-        reply, observation = await self._ask_with_observation(
-            "tool.call", {"call": call}, f"tool.observation.{subject_key(call['id'])}"
-        )
-        return ToolOutcome(
-            ExternalResult.model_validate_json(reply.data),
-            Observation.model_validate_json(observation.data),
+        reply = await self._ask("tool.call", {"call": call})
+        return self._outcome(
+            ExternalResult.model_validate_json(reply.data), json.loads(reply.data)
         )
 
     async def mcp_invoke(
@@ -191,13 +199,18 @@ class InteractionClient:
         """One call of an MCP server's tool, through the worker."""
         call = _tool_call(call_or_name, arguments, call_id, more_arguments)
         body = {"operation": "invoke", "server": server, "call": call}
-        reply, observation = await self._ask_with_observation(
-            "mcp.call", body, f"mcp.observation.{subject_key(call['id'])}"
-        )
-        return ToolOutcome(
+        reply = await self._ask("mcp.call", body)
+        return self._outcome(
             McpInvokeOutput.model_validate_json(reply.data).result,
-            Observation.model_validate_json(observation.data),
+            json.loads(reply.data)["result"],
         )
+
+    def _outcome(self, result: ExternalResult, document: Any) -> ToolOutcome:
+        """The result and its observation: the body of the worker's observation event on this
+        server, computed from the result's document as the reply carried it."""
+        room = self.nc.max_payload - EVENT_HEADERS_ROOM
+        observed = observation_json(document, room)
+        return ToolOutcome(result, Observation.model_validate_json(observed))
 
     async def mcp_discover(self, server: str | None = None) -> McpDiscoverOutput:
         body: dict[str, Any] = {"operation": "discover"}
@@ -267,36 +280,17 @@ class InteractionClient:
             f"no reply on {self.prefix}.{subject} within {self.timeout:g} s"
         )
 
-    async def _ask_with_observation(
-        self, subject: str, body: Mapping[str, Any], observation_subject: str
-    ) -> tuple[Msg, Msg]:
-        observed: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
-
-        async def on_observation(msg: Msg) -> None:
-            if not observed.done():
-                observed.set_result(msg)
-
-        # Subscribed before the request is sent, so the event cannot be missed.
-        subscription = await self.nc.subscribe(
-            f"{self.prefix}.{observation_subject}", cb=on_observation
-        )
-        try:
-            async with asyncio.timeout(self.timeout):
-                reply = await self._request(subject, body)
-                return reply, await observed
-        except TimeoutError:
-            raise self._timeout(subject) from None
-        finally:
-            await subscription.unsubscribe()
-
     async def _request(
         self,
         subject: str,
         body: Mapping[str, Any],
         headers: Mapping[str, str] | None = None,
     ) -> Msg:
-        reply = await self.send(
-            subject, json.dumps(body, ensure_ascii=False).encode(), headers
+        reply = await self._send(
+            subject,
+            json.dumps(body, ensure_ascii=False).encode(),
+            headers,
+            matcher(subject, body),
         )
         if "Nats-Service-Error" in (reply.headers or {}):
             raise _request_error(reply)
@@ -308,17 +302,30 @@ class InteractionClient:
         """One request as bytes on `P.<subject>`, and its reply as it came, error replies included
         (their `Nats-Service-Error` header tells them apart): for tools that resend recorded traffic.
 
-        `Interaction-Reply-To` is this client's inbox whatever `headers` say. Not bounded by
-        `timeout`: the caller bounds the wait.
+        `Interaction-Reply-To` is this client's inbox whatever `headers` say, and only the answer to
+        this request is taken from it (`replies`). Not bounded by `timeout`: the caller bounds the
+        wait.
 
         Raises:
             NoWorkerError: no worker serves the subject.
         """
+        return await self._send(subject, data, headers, matcher_of_bytes(subject, data))
+
+    async def _send(
+        self,
+        subject: str,
+        data: bytes,
+        headers: Mapping[str, str] | None,
+        expected: Matcher | None,
+    ) -> Msg:
         await self._listen()
-        token = str(next(self._tokens))
+        # Unpredictable, so that an inbox seen once (in a dead letter, say) tells nobody where the
+        # client's next replies will come.
+        token = f"{next(self._tokens)}{secrets.token_hex(8)}"
         inbox = f"{self._inbox}.{token}"
         future: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
         self._waiting[token] = future
+        self._expected[token] = expected
         full_subject = f"{self.prefix}.{subject}"
         try:
             await self.nc.publish(
@@ -330,6 +337,7 @@ class InteractionClient:
             reply = await future
         finally:
             self._waiting.pop(token, None)
+            self._expected.pop(token, None)
         if reply.headers is not None and reply.headers.get("Status") == "503":
             raise NoWorkerError(f"no worker is serving {full_subject}")
         return reply
@@ -350,7 +358,26 @@ class InteractionClient:
             if msg.headers is not None and msg.headers.get("Status") == "503":
                 future.set_result(msg)
             return
+        if last or not self._answers(token, msg):
+            _LOGGER.debug(
+                "ignoring a message on %s: not the answer to its request", msg.subject
+            )
+            return
         future.set_result(msg)
+
+    def _answers(self, token: str, msg: Msg) -> bool:
+        """Whether `msg`, on the inbox of the request `token`, is that request's answer: an error
+        reply, or a reply that carries the request's id (`replies`)."""
+        if msg.headers is not None and "Nats-Service-Error" in msg.headers:
+            return True
+        expected = self._expected.get(token)
+        if expected is None:
+            return True
+        try:
+            reply = json.loads(msg.data)
+        except ValueError:
+            return False
+        return expected(reply)
 
 
 def _tool_call(

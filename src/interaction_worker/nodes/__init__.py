@@ -6,7 +6,9 @@ from .executor import CommandExecutor, CommandResult
 from .mcp_answers import McpToolPage, McpToolResult
 from .mcp_registry import McpClient, McpRegistry
 from .observe import (
+    EVENT_HEADERS_ROOM,
     observation_document,
+    observation_json,
     observe_external_result,
     observe_request,
     observe_validated_result,
@@ -25,6 +27,7 @@ from .sandbox import PermissionKind, Sandbox
 from .tool_registry import RegisteredTool, ToolRegistry, is_rerunnable, tool_definition
 
 __all__ = [
+    "EVENT_HEADERS_ROOM",
     "CommandContext",
     "CommandExecutor",
     "CommandResult",
@@ -46,6 +49,7 @@ __all__ = [
     "deliver_output",
     "is_rerunnable",
     "observation_document",
+    "observation_json",
     "observe_external_result",
     "observe_request",
     "observe_validated_result",

@@ -6,6 +6,8 @@ modified (content parts are shared, as the reference shares them, never copied a
 
 from typing import Any
 
+from pydantic_core import to_json
+
 from ..contracts import ContractError, ExternalResult, Observation
 from ..contracts import validation as check
 from ..errors import InvalidInput
@@ -93,6 +95,29 @@ def _content_parts(content: Any) -> list[Any]:
     ):
         return list(content)
     return [{"type": "json", "data": content}]
+
+
+# What an event keeps for its headers below the server's max_payload (wire.md 1: 2 KiB).
+EVENT_HEADERS_ROOM = 2048
+
+
+def observation_json(result: dict[str, Any], room: int) -> bytes:
+    """The body of the observation event of `result` (a validated result's wire document) when an
+    event may take `room` bytes: its observation, shortened when it does not fit (wire.md 1).
+
+    The worker publishes it, and a client computes it from the result it was answered, so that it
+    need not believe an event subject anyone may publish on (docs/wire.md 7)."""
+    observation = wire_observation(result)
+    encoded = to_json(observation)
+    if len(encoded) <= room:
+        return encoded
+    shortened = shortened_observation(observation, len(encoded))
+    encoded = to_json(shortened)
+    if len(encoded) > room:
+        # Metadata as large as the room: only the mark stays.
+        shortened["metadata"] = {"truncated": True}
+        encoded = to_json(shortened)
+    return encoded
 
 
 def shortened_observation(observation: dict[str, Any], size: int) -> dict[str, Any]:

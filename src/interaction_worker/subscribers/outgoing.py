@@ -11,7 +11,7 @@ from ..contracts import validation as check
 from ..contracts.common import RESULT_STATUSES
 from ..contracts.keys import headers_size, is_safe_header_value
 from ..errors import ResultTooLarge
-from ..nodes import shortened_observation, wire_observation
+from ..nodes import EVENT_HEADERS_ROOM, observation_json
 from .subjects import Subjects
 
 
@@ -80,7 +80,7 @@ _EVENT_BLOCK = "NATS/1.0\r\nContent-Type: application/json\r\nInteraction-Key: "
 _TRACE_HEADERS = ("traceparent", "tracestate")
 # Event headers are bounded (the raw id is at most 256 code points); 2 KiB covers them, besides the
 # trace headers copied from the request, which are as long as the client made them.
-_EVENT_HEADERS = 2048
+_EVENT_HEADERS = EVENT_HEADERS_ROOM
 
 Publish = tuple[str, bytes, dict[str, str]]
 
@@ -194,15 +194,7 @@ class Outgoing:
         observation, which repeats the content, is shortened when it alone does not (wire.md 1)."""
         room = self.room() - _EVENT_HEADERS - (headers_size(trace) if trace else 0)
         result, result_json, reply_json = self.fit_result(result, operation, room)
-        observation = wire_observation(result)
-        observation_json = to_json(observation)
-        if len(observation_json) > room:
-            shortened = shortened_observation(observation, len(observation_json))
-            observation_json = to_json(shortened)
-            if len(observation_json) > room:
-                # Metadata as large as the room: only the mark stays.
-                shortened["metadata"] = {"truncated": True}
-                observation_json = to_json(shortened)
+        observation = observation_json(result, room)
         error = result.get("error")
         call_id = result["callId"]
         status = result["status"]
@@ -248,7 +240,7 @@ class Outgoing:
         result_event = (f"{result_subject}.{key}", result_json, result_headers)
         observation_event = (
             f"{observation_subject}.{key}",
-            observation_json,
+            observation,
             observation_headers,
         )
         if target:
