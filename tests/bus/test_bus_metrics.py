@@ -229,6 +229,31 @@ async def test_the_ledgers_operations_are_counted_when_it_is_on(
     assert value(samples, operations, op="update", result="ok") == 2  # started, done
 
 
+async def test_a_ledger_entry_no_worker_wrote_is_counted_once_and_its_id_refused(
+    serve_worker: Any,
+) -> None:
+    bucket = f"metrics_{uuid.uuid4().hex[:10]}"
+    handle = await serve_worker(
+        worker(Ok()),
+        metrics=METRICS,
+        idempotency={"enabled": True, "bucket": bucket},
+    )
+    js = handle.client.nc.jetstream()
+    try:
+        kv = await js.key_value(bucket)
+        await kv.put("tool.k-1", b"not a record")
+        for _ in range(2):
+            with pytest.raises(InteractionRequestError):
+                await handle.client.call_tool("ok", call_id="k-1")
+        samples = await scrape(handle.metrics_url)
+    finally:
+        await js.delete_key_value(bucket)
+
+    assert value(samples, "interaction_ledger_invalid_entries_total") == 1
+    refusals = "interaction_refusals_total"
+    assert value(samples, refusals, kind="tool", code="ID_REUSED") == 2
+
+
 async def test_readiness_turns_503_while_draining_and_discovery_stops_answering(
     serve_worker: Any,
 ) -> None:

@@ -5,6 +5,7 @@ mode. Each attack has a second client, on a connection of its own, as its victim
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
@@ -21,7 +22,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from interaction_worker import InteractionWorker, McpRegistry, Sandbox, ToolContext
-from interaction_worker.client import InteractionClient
+from interaction_worker.client import InteractionClient, InteractionRequestError
 from interaction_worker.commands import Interaction
 from interaction_worker.config import DurableSettings, IdempotencySettings
 from interaction_worker.ledger import Ledger
@@ -360,6 +361,48 @@ async def test_a_reply_aimed_at_another_clients_inbox_is_ignored_by_that_client(
 
     assert (outcome.result.call_id, outcome.result.content) == ("victim-1", "through")
     assert outcome.observation.message.content == "through"
+
+
+@pytest.mark.parametrize("deployment", ["nats-py", "durable"], indirect=True)
+async def test_a_ledger_entry_no_worker_wrote_refuses_its_id_clearly_and_is_reported_once(
+    deployment: Deployment, caplog: pytest.LogCaptureFixture
+) -> None:
+    d, p = deployment, deployment.prefix
+    first = await d.victim.call_tool("echo", call_id="victim-3", text="once")
+    assert first.result.status == "success"
+    # What a stream's PubAck left under the key when its reply subject pointed there.
+    kv = await d.attacker.jetstream().key_value(d.bucket)
+    await kv.put("tool.victim-3", b'{"stream":"INTERACTION_EVENTS","seq":7}')
+
+    refusals = []
+    with caplog.at_level(logging.WARNING, logger="interaction_worker"):
+        for _ in range(2):
+            with pytest.raises(InteractionRequestError) as refused:
+                await d.victim.call_tool("echo", call_id="victim-3", text="once")
+            refusals.append(
+                (refused.value.code, refused.value.status, refused.value.message)
+            )
+
+    assert (
+        refusals
+        == [
+            (
+                "ID_REUSED",
+                409,
+                "call.id cannot be used: its ledger entry is not a ledger record",
+            )
+        ]
+        * 2
+    )
+    assert d.echo.calls == Counter({"victim-3": 1})  # never run again
+    reports = [r.getMessage() for r in caplog.records if "victim-3" in r.getMessage()]
+    assert reports == [
+        "ledger tool.victim-3: the entry is not a ledger record; requests with its id "
+        "are refused until it expires"
+    ]
+    assert d.ledger is not None and d.ledger.invalid_entries == 1
+    letters = await d.bus.wait_subject(f"{p}.dead.tool.victim-3", count=2)
+    assert [decode(m)["error"]["code"] for m in letters] == ["ID_REUSED"] * 2
 
 
 async def test_a_request_through_a_service_import_is_answered_on_its_remapped_reply_subject(

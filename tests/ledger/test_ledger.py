@@ -307,6 +307,57 @@ async def test_a_value_that_is_not_a_record_is_reported_as_such() -> None:
         await ledger(store).begin(KEY, PRINT, rerunnable=False)
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        b'{"stream":"INTERACTION_EVENTS","seq":7}',  # a stream's PubAck
+        b"[" * 100_000,  # deeper than the recursion limit
+        b"\xff\xfe",
+        b'{"state":"done","worker":"w","at":"2026-01-01T00:00:00.000Z",'
+        b'"fingerprint":"f","result":"not an object"}',
+    ],
+    ids=["puback", "nested", "not-utf8", "outcome-not-an-object"],
+)
+async def test_an_entry_no_worker_wrote_is_corrupt_and_reported_once_without_its_content(
+    value: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = MemoryStore()
+    await store.create(KEY, value)
+    books = ledger(store)
+
+    with caplog.at_level("WARNING", logger="interaction_worker"):
+        for _ in range(3):
+            with pytest.raises(CorruptRecord):
+                await books.begin(KEY, PRINT, rerunnable=False)
+        with pytest.raises(CorruptRecord):
+            await books.lookup(KEY)
+
+    assert books.invalid_entries == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        f"ledger {KEY}: the entry is not a ledger record; requests with its id are "
+        "refused until it expires"
+    ]
+    assert document_of(store) == value  # never overwritten
+
+
+def document_of(store: MemoryStore, key: str = KEY) -> bytes:
+    return store._entries[key].value
+
+
+def test_the_keys_reported_are_bounded_and_each_is_counted_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("interaction_worker.ledger.ledger._REPORTED_KEYS", 2)
+    books = ledger(MemoryStore())
+
+    for key in ("tool.a", "tool.b", "tool.a", "tool.c", "tool.c", "tool.a"):
+        books.invalid(key)
+
+    # `a` was forgotten once `c` came, so it is counted again; memory stays at two keys.
+    assert books.invalid_entries == 4
+    assert list(books._reported) == ["tool.c", "tool.a"]
+
+
 def test_the_fingerprint_is_the_sha256_of_the_canonical_json() -> None:
     import hashlib
 

@@ -25,6 +25,9 @@ _LOGGER = logging.getLogger("interaction_worker")
 # How often the store's answer is waited for again when the key keeps changing under a live claim
 # (each renewal of the other attempt's lease is a change); a bound, not a tuning knob.
 _MAX_ROUNDS = 10_000
+# The keys found holding something that is not a record, remembered so that each is reported once;
+# past this many, the oldest is forgotten (and reported again should it come back).
+_REPORTED_KEYS = 4096
 
 
 class FingerprintMismatch(Exception):
@@ -54,6 +57,10 @@ class Ledger:
         lease: seconds a claim is held without renewal; renewed every third of it.
         wait: seconds a retry waits for a live claim's outcome before IN_PROGRESS.
         clock: wall-clock seconds since the epoch (leases are compared across processes).
+
+    Attributes:
+        invalid_entries: keys found holding something that is not a ledger record, each counted
+            once (the metric `interaction_ledger_invalid_entries_total`).
     """
 
     def __init__(
@@ -72,6 +79,35 @@ class Ledger:
         self.wait = wait
         self.clock = clock
         self.logger = logger
+        self.invalid_entries = 0
+        self._reported: dict[str, None] = {}
+
+    def decode(self, key: str, value: bytes) -> Record:
+        """The record under `key`; something else there is reported (`invalid`) and raised.
+
+        Raises:
+            CorruptRecord: the value is not a ledger record.
+        """
+        try:
+            return Record.decode(value)
+        except CorruptRecord:
+            self.invalid(key)
+            raise
+
+    def invalid(self, key: str) -> None:
+        """Report, once per key, that `key` holds something no worker wrote: the bucket was written
+        by someone else. Its content is never logged: it is whatever that writer chose."""
+        if key in self._reported:
+            return
+        if len(self._reported) >= _REPORTED_KEYS:
+            del self._reported[next(iter(self._reported))]
+        self._reported[key] = None
+        self.invalid_entries += 1
+        self.logger.warning(
+            "ledger %s: the entry is not a ledger record; requests with its id are refused "
+            "until it expires",
+            key,
+        )
 
     async def begin(
         self, key: str, fingerprint: str, *, rerunnable: bool
@@ -83,6 +119,7 @@ class Ledger:
 
         Raises:
             FingerprintMismatch: the key holds a different call.
+            CorruptRecord: the key holds something that is not a ledger record (reported).
             StillRunning: a live claim did not finish within `wait`.
             StoreUnavailable: the store could not be reached (nothing was claimed).
         """
@@ -97,7 +134,7 @@ class Ledger:
             entry = await self.store.get(key)
             if entry is None:
                 continue  # released or expired since the create
-            record = Record.decode(entry.value)
+            record = self.decode(key, entry.value)
             if record.fingerprint != fingerprint:
                 raise FingerprintMismatch(key)
             if record.outcome is not None:
@@ -136,10 +173,13 @@ class Ledger:
         """The record under `key` and its revision; None when there is none.
 
         Raises:
+            CorruptRecord: the key holds something that is not a ledger record (reported).
             StoreUnavailable: the store could not be reached.
         """
         entry = await self.store.get(key)
-        return None if entry is None else (Record.decode(entry.value), entry.revision)
+        if entry is None:
+            return None
+        return self.decode(key, entry.value), entry.revision
 
     async def settle(
         self, key: str, revision: int, fingerprint: str, outcome: dict[str, Any]
@@ -266,7 +306,10 @@ class Claim:
             return False
         if entry is None:
             return False
-        record = Record.decode(entry.value)
+        try:
+            record = self.ledger.decode(self.key, entry.value)
+        except CorruptRecord:
+            return False
         return record.state == "done" and record.fingerprint == self.fingerprint
 
     async def release(self) -> None:
@@ -307,7 +350,7 @@ class Claim:
         if entry is None:
             return False  # gone already: nothing to release
         try:
-            record = Record.decode(entry.value)
+            record = self.ledger.decode(self.key, entry.value)
         except CorruptRecord:
             return False
         mine = (

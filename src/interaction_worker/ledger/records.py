@@ -85,6 +85,8 @@ class Record:
             outcome = None
             if state == "done":
                 (field,) = (name for name in OUTCOME_FIELDS if name in document)
+                if not isinstance(document[field], dict):
+                    raise ValueError("an outcome that is not an object")
                 outcome = {field: document[field]}
             elif not isinstance(lease, str):
                 raise ValueError("a claim without a lease")
@@ -96,5 +98,12 @@ class Record:
                 lease_until=seconds_of(lease) if isinstance(lease, str) else None,
                 outcome=outcome,
             )
-        except (ValueError, KeyError, TypeError) as error:
+        # Whatever the bytes: nesting past the recursion limit, a date past the platform's range.
+        except (
+            ValueError,
+            KeyError,
+            TypeError,
+            RecursionError,
+            OverflowError,
+        ) as error:
             raise CorruptRecord("a ledger entry that is not a ledger record") from error

@@ -134,7 +134,15 @@ class WorkerCollector(Collector):
     def _ledger(self) -> Iterator[Metric]:
         binding = self.state.binding
         ledger = binding.handler.ledger if binding is not None else None
-        if ledger is None or not isinstance(ledger.store, CountedStore):
+        if ledger is None:
+            return
+        invalid = CounterMetricFamily(
+            "interaction_ledger_invalid_entries",
+            "Ledger keys found holding something that is not a ledger record (each key once)",
+        )
+        invalid.add_metric([], ledger.invalid_entries)
+        yield invalid
+        if not isinstance(ledger.store, CountedStore):
             return
         family = CounterMetricFamily(
             "interaction_ledger_operations",

@@ -11,7 +11,7 @@ recorded and read back) is its `Terms`. Nothing else on the request path knows a
 import asyncio
 from typing import Any, Generic, Protocol, TypeVar
 
-from ...contracts import ExternalResult, McpInvokeOutput, OutputReceipt
+from ...contracts import ContractError, ExternalResult, McpInvokeOutput, OutputReceipt
 from ...contracts import validation as check
 from ...contracts.keys import subject_key
 from ...errors import (
@@ -23,6 +23,7 @@ from ...errors import (
     Unavailable,
 )
 from ...ledger import (
+    CorruptRecord,
     FingerprintMismatch,
     Ledger,
     Recorded,
@@ -104,6 +105,8 @@ class Ledgered(Generic[Outcome]):
             raise IdReused(
                 f"{terms.label} was already used for a different request"
             ) from None
+        except CorruptRecord:
+            raise self._unusable() from None
         except StillRunning as running:
             if current_delivery.get() is not None:
                 # Durable mode: it comes back when that attempt's lease would have run out.
@@ -114,10 +117,7 @@ class Ledgered(Generic[Outcome]):
                 raise Redeliver from None
             raise Unavailable("The idempotency ledger is unavailable") from None
         if isinstance(begun, Recorded):
-            error = begun.outcome.get("error")
-            if error is not None:
-                raise _recorded_error(error)
-            return terms.recorded(begun.outcome)
+            return self._from_record(key, identifier, begun.outcome)
         claim = begun
         # The lease is renewed while the message runs, never after it, however it ends.
         try:
@@ -177,16 +177,15 @@ class Ledgered(Generic[Outcome]):
             found = await self.ledger.lookup(key)
         except StoreUnavailable:
             return None
+        except CorruptRecord:
+            raise self._unusable() from None
         if found is None:
             return None
         record, revision = found
         if record.fingerprint != fingerprint(what):
             return None
         if record.outcome is not None:
-            error = record.outcome.get("error")
-            if error is not None:
-                raise _recorded_error(error)
-            return terms.recorded(record.outcome)
+            return self._from_record(key, identifier, record.outcome)
         if record.state != "started" or rerunnable:
             return None
         outcome = terms.unknown(body, identifier)
@@ -194,6 +193,41 @@ class Ledgered(Generic[Outcome]):
             key, revision, record.fingerprint, terms.record(outcome) or {}
         )
         return outcome
+
+    def _from_record(
+        self, key: str, identifier: str, outcome: dict[str, Any]
+    ) -> Outcome:
+        """The outcome recorded under `key`, answered again: its result or receipt, or its refusal.
+
+        Raises:
+            IdReused: what is recorded is no outcome a worker could have written for `identifier`
+                (reported).
+        """
+        error = outcome.get("error")
+        if error is not None:
+            refusal = _recorded_error(error)
+            if refusal is None:
+                self.ledger.invalid(key)
+                raise self._unusable()
+            raise refusal
+        recorded = outcome.get("result", outcome.get("receipt"))
+        own = "callId" if "result" in outcome else "deliveryId"
+        try:
+            if not isinstance(recorded, dict) or recorded.get(own) != identifier:
+                raise ValueError("the outcome of another id")
+            return self.terms.recorded(outcome)
+        except (ContractError, KeyError, TypeError, ValueError):
+            self.ledger.invalid(key)
+            raise self._unusable() from None
+
+    def _unusable(self) -> IdReused:
+        """The refusal of an id whose ledger entry no worker wrote (wire.md 8). Not run: that entry
+        may have replaced the record of a call that ran, and running it again could repeat its side
+        effect. Not INTERNAL: nothing in the worker failed, and the same id will be refused until
+        the entry expires, which the caller must hear to choose another."""
+        return IdReused(
+            f"{self.terms.label} cannot be used: its ledger entry is not a ledger record"
+        )
 
 
 def _recorded(done: bool) -> None:
@@ -203,12 +237,13 @@ def _recorded(done: bool) -> None:
         delivery.recorded = False
 
 
-def _recorded_error(error: Any) -> InteractionWorkerError:
-    if isinstance(error, dict):
-        kind = _CODES.get(str(error.get("code")), Internal)
+def _recorded_error(error: Any) -> InteractionWorkerError | None:
+    """The refusal a `done` record holds; None when it is not one a worker writes."""
+    if isinstance(error, dict) and isinstance(error.get("code"), str):
+        kind = _CODES.get(error["code"], Internal)
         message = error.get("message")
         return kind(message if isinstance(message, str) else None)
-    return Internal()
+    return None
 
 
 class ToolTerms:
@@ -239,6 +274,7 @@ class ToolTerms:
 
     def recorded(self, outcome: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = outcome["result"]
+        check.external_result(result)  # published as it is: it must be a result
         return result
 
 
