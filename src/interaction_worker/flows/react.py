@@ -1,7 +1,7 @@
 """`run_react_flow` (flows.md 3): SAMPLE → declared actions → observations fed back → next SAMPLE.
 
 The loop runs in the client: the model is a `ModelProvider`, each action one request to the worker
-through the client (a tool call or an MCP invoke, whose observation the worker publishes). Actions
+through the client (a tool call or an MCP invoke, observed as the worker observes it). Actions
 run one after another. Everything that can happen while it runs ends in a `ReactFlowResult`; only
 invalid input raises (`ValueError`, before anything runs), and cancelling the flow's task is
 ordinary asyncio cancellation.

@@ -1,7 +1,7 @@
 """The tool-call and MCP flows (flows.md 2): ACT → OBSERVE → context update, through the worker.
 
-The worker applies OBSERVE itself and publishes the observation with the result, so a flow is one
-request and a new `Context`. Only what is not an outcome raises: an error reply
+The worker applies OBSERVE itself, and the client takes the observation from the result it was
+answered (docs/wire.md 7), so a flow is one request and a new `Context`. Only what is not an outcome raises: an error reply
 (`InteractionRequestError`), no worker (`NoWorkerError`), no reply in time (`TimeoutError`).
 """
 
