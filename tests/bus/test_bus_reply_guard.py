@@ -433,6 +433,14 @@ async def test_a_request_through_a_service_import_is_answered_on_its_remapped_re
     try:
         await starter(worker(Gate(), Echo()), prefix="guard")
         agent = await nats.connect(f"nats://agent:agent@{host}")
+        errors: list[Exception] = []
+        refused = asyncio.Event()
+
+        async def on_error(error: Exception) -> None:
+            errors.append(error)
+            refused.set()
+
+        forger = await nats.connect(f"nats://worker:worker@{host}", error_cb=on_error)
         try:
             listed = await agent.request("guard.tool.list", b"{}", timeout=WAIT)
             call = json.dumps(
@@ -441,10 +449,17 @@ async def test_a_request_through_a_service_import_is_answered_on_its_remapped_re
             answered = await agent.request(
                 "guard.tool.call", call.encode(), timeout=WAIT
             )
+            await forger.publish("guard.tool.list", b"{}", reply="_R_.forged.reply")
+            with anyio.fail_after(WAIT):
+                await refused.wait()
         finally:
+            await forger.close()
             await agent.close()
     finally:
         await starter.close()
 
     assert [tool["name"] for tool in decode(listed)["tools"]] == ["gate", "echo"]
     assert (decode(answered)["callId"], decode(answered)["content"]) == ("a-1", "hi")
+    assert [str(error) for error in errors] == [
+        'nats: permissions violation for publish with reply of "_r_.forged.reply"'
+    ]

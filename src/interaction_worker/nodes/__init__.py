@@ -12,6 +12,7 @@ from .observe import (
     observe_external_result,
     observe_request,
     observe_validated_result,
+    shortened_json,
     shortened_observation,
     wire_observation,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "observe_validated_result",
     "output_receipt",
     "output_request",
+    "shortened_json",
     "shortened_observation",
     "tool_definition",
     "wire_observation",

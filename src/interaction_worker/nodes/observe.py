@@ -111,7 +111,13 @@ def observation_json(result: dict[str, Any], room: int) -> bytes:
     encoded = to_json(observation)
     if len(encoded) <= room:
         return encoded
-    shortened = shortened_observation(observation, len(encoded))
+    return shortened_json(observation, len(encoded), room)
+
+
+def shortened_json(observation: dict[str, Any], size: int, room: int) -> bytes:
+    """The event body of an observation whose JSON (`size` bytes) does not fit in `room` bytes:
+    shortened, and with only the mark left of its metadata when even that does not fit."""
+    shortened = shortened_observation(observation, size)
     encoded = to_json(shortened)
     if len(encoded) > room:
         # Metadata as large as the room: only the mark stays.

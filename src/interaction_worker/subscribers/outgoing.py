@@ -11,7 +11,7 @@ from ..contracts import validation as check
 from ..contracts.common import RESULT_STATUSES
 from ..contracts.keys import headers_size, is_safe_header_value
 from ..errors import ResultTooLarge
-from ..nodes import EVENT_HEADERS_ROOM, observation_json
+from ..nodes import EVENT_HEADERS_ROOM, shortened_json, wire_observation
 from .subjects import Subjects
 
 
@@ -194,7 +194,11 @@ class Outgoing:
         observation, which repeats the content, is shortened when it alone does not (wire.md 1)."""
         room = self.room() - _EVENT_HEADERS - (headers_size(trace) if trace else 0)
         result, result_json, reply_json = self.fit_result(result, operation, room)
-        observation = observation_json(result, room)
+        # `nodes.observation_json`, inline: the shortening only where the observation does not fit.
+        observation = wire_observation(result)
+        observation_json = to_json(observation)
+        if len(observation_json) > room:
+            observation_json = shortened_json(observation, len(observation_json), room)
         error = result.get("error")
         call_id = result["callId"]
         status = result["status"]
@@ -240,7 +244,7 @@ class Outgoing:
         result_event = (f"{result_subject}.{key}", result_json, result_headers)
         observation_event = (
             f"{observation_subject}.{key}",
-            observation,
+            observation_json,
             observation_headers,
         )
         if target:
