@@ -340,6 +340,24 @@ async def test_an_entry_no_worker_wrote_is_corrupt_and_reported_once_without_its
     assert document_of(store) == value  # never overwritten
 
 
+async def test_a_claim_overwritten_by_an_entry_no_worker_wrote_records_nothing_and_never_raises() -> (
+    None
+):
+    store = MemoryStore()
+    books = ledger(store)
+    claim = await books.begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    await claim.start()
+    await store.update(KEY, b"not a record", claim.revision)
+
+    recorded = await claim.done({"result": {"status": "success"}})
+    await claim.release()
+
+    assert recorded is False
+    assert books.invalid_entries == 1
+    assert document_of(store) == b"not a record"
+
+
 def document_of(store: MemoryStore, key: str = KEY) -> bytes:
     return store._entries[key].value
 
