@@ -232,6 +232,6 @@ def test_the_requesting_account_is_read_from_the_server_s_header_and_never_crash
     if info is not None:
         headers["Nats-Request-Info"] = info
     msg = Incoming(f"{PREFIX}.observe", b"{}", headers, "_R_.a.b")
-    chosen, error = account_reply_target(msg, ("_INBOX.",))
+    chosen, error = account_reply_target(msg, ("_INBOX.",), ("_INBOX.", "_R_."))
     assert (error is None) == allowed
     assert chosen == (target if allowed else "_R_.a.b")

@@ -86,6 +86,8 @@ def _account_of(info: str) -> str | None:
         return None
     account = parsed.get("acc") if isinstance(parsed, dict) else None
     return account if isinstance(account, str) and account else None
+
+
 def own_prefixes(prefixes: tuple[str, ...]) -> tuple[str, ...]:
     """Where a message's own reply subject may point: under `subjects.reply_prefixes`, or a subject
     the server remapped for a request through a service import."""
