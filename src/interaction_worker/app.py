@@ -28,6 +28,7 @@ from .config import (
 )
 from .errors import ConfigurationError, RegistrationError
 from .mcp import connection_from_settings
+from .mcp.auth import TokenPlace
 from .nodes import OutputSink, RegisteredTool, Sandbox, ToolRegistry
 from .nodes.mcp_registry import (
     DEFAULT_MAX_CAPABILITIES,
@@ -304,6 +305,15 @@ def serve_options(
     )
 
 
+def token_place(settings: Settings) -> TokenPlace:
+    """Where the tokens of the servers behind OAuth live (docs/configuration.md): files under
+    `<data_dir>/mcp-auth/` with the embedded server, else the key-value bucket on the NATS server
+    every worker of the fleet shares."""
+    if settings.nats.url is None:
+        return TokenPlace(directory=settings.data_dir / "mcp-auth")
+    return TokenPlace(replicas=settings.idempotency.replicas)
+
+
 def _mcp(
     settings: Settings, code_mcp: McpRegistry | None, problems: list[str]
 ) -> McpRegistry | None:
@@ -324,9 +334,10 @@ def _mcp(
             registry.max_discovery_pages = file.max_discovery_pages
         if registry.max_capabilities == DEFAULT_MAX_CAPABILITIES:
             registry.max_capabilities = file.max_capabilities
+    tokens = token_place(settings)
     for name, server in file.servers.items():
         try:
-            connection = connection_from_settings(name, server)
+            connection = connection_from_settings(name, server, tokens=tokens)
         except ConfigurationError as error:
             problems.append(str(error))
             continue

@@ -8,6 +8,7 @@
     ├── NotFound                    NOT_FOUND          404
     ├── InProgress                  IN_PROGRESS        409
     ├── IdReused                    ID_REUSED          409
+    ├── McpUnauthorized             MCP_UNAUTHORIZED   401
     ├── InvalidResult               INVALID_RESULT     502
     ├── ResultTooLarge              RESULT_TOO_LARGE   502
     ├── Unavailable                 UNAVAILABLE        503
@@ -19,7 +20,8 @@
     ├── McpUnavailable              not connected: nothing was sent
     ├── McpTimeout                  no answer in time
     ├── McpConnectionLost           lost after sending: the call may have happened
-    └── McpProtocolError            the server answered with an error
+    ├── McpProtocolError            the server answered with an error
+    └── McpDenied                   the server refused the credentials: nothing ran
     RegistrationError               an invalid or duplicate tool, server or sink
     ConfigurationError              an invalid setting (sandbox policy, limits, configuration file)
 
@@ -99,6 +101,15 @@ class IdReused(InteractionWorkerError):
     default_message = "The id was already used for a different request"
 
 
+class McpUnauthorized(InteractionWorkerError):
+    """An MCP server refused the worker's credentials, or wants more scope (docs/configuration.md,
+    "MCP servers behind OAuth"); the message says how to sign in, never a token."""
+
+    code = "MCP_UNAUTHORIZED"
+    status = 401
+    default_message = "The MCP server refused the credentials"
+
+
 class InvalidResult(InteractionWorkerError):
     code = "INVALID_RESULT"
     status = 502
@@ -148,6 +159,7 @@ ERROR_CLASSES: tuple[type[InteractionWorkerError], ...] = (
     NotFound,
     InProgress,
     IdReused,
+    McpUnauthorized,
     InvalidResult,
     ResultTooLarge,
     Unavailable,
@@ -176,6 +188,17 @@ class McpConnectionLost(McpClientError):
 
 class McpProtocolError(McpClientError):
     """The server answered with a JSON-RPC error."""
+
+
+class McpDenied(McpClientError):
+    """The server refused the credentials (HTTP 401 or 403) and nothing could cure it: the request
+    did not run. The message names the server and what to do; `scope` is the scope it asked for
+    that the tokens lack, if that was the reason."""
+
+    def __init__(self, message: str, *, scope: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.scope = scope
 
 
 class RegistrationError(ValueError):

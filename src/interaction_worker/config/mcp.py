@@ -3,7 +3,8 @@
 from pathlib import Path
 from typing import Any
 
-from .model import BackoffSettings, McpServerSettings, McpSettings
+from .mcp_auth import parse_auth
+from .model import BackoffSettings, McpAuthSettings, McpServerSettings, McpSettings
 from .values import (
     ENV_NAME,
     HEADER_NAME,
@@ -18,7 +19,7 @@ from .values import (
 # The MCP registry counts in JavaScript-safe integers, as the reference does.
 _MAX_SAFE_INTEGER = 2**53 - 1
 _STDIO_KEYS = ("command", "args", "env", "cwd")
-_HTTP_KEYS = ("url", "headers_env")
+_HTTP_KEYS = ("url", "headers_env", "auth")
 
 
 def parse_mcp(top: Section, base_dir: Path) -> McpSettings:
@@ -92,25 +93,37 @@ def _server(s: Section, base_dir: Path) -> McpServerSettings | None:
         url = s.get("url", "", _http_url)
         if not s.has("url"):
             s.fail("url", "is required for transport http")
+        headers_env = _string_map(
+            s,
+            "headers_env",
+            lambda k: HEADER_NAME.fullmatch(k) is not None,
+            "a header name",
+            lambda v: ENV_NAME.fullmatch(v) is not None,
+            value_rule="must be an environment variable name",
+        )
+        auth = _auth(s, base_dir)
+        if auth is not None and any(h.lower() == "authorization" for h in headers_env):
+            s.fail("headers_env", "must not set Authorization beside auth")
         return McpServerSettings(
             transport="http",
             url=url,
-            headers_env=_string_map(
-                s,
-                "headers_env",
-                lambda k: HEADER_NAME.fullmatch(k) is not None,
-                "a header name",
-                lambda v: ENV_NAME.fullmatch(v) is not None,
-                value_rule="must be an environment variable name",
-            ),
+            headers_env=headers_env,
             timeout=timeout,
             connect_timeout=connect_timeout,
             required=required,
             restart_backoff=backoff,
+            auth=auth,
         )
     for key in (*_STDIO_KEYS, *_HTTP_KEYS):
         s.ignore(key)  # without a transport, these cannot be judged
     return None
+
+
+def _auth(server: Section, base_dir: Path) -> McpAuthSettings | None:
+    if server.raw("auth") is None:
+        return None  # absent or null: static headers only
+    with server.section("auth") as s:
+        return parse_auth(s, base_dir)
 
 
 def _not_used(s: Section, keys: tuple[str, ...], where: str) -> None:

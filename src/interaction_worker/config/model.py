@@ -101,9 +101,34 @@ class BackoffSettings:
     max: float = 30.0
 
 
+McpAuthType = Literal["oauth", "client_credentials"]
+TokenEndpointAuth = Literal[
+    "client_secret_basic", "client_secret_post", "private_key_jwt", "none"
+]
+
+
+@dataclass(frozen=True)
+class McpAuthSettings:
+    """An HTTP server's `auth:` block (docs/configuration.md, MCP servers behind OAuth). Secrets are
+    named by their environment variables and files, never held here."""
+
+    type: McpAuthType
+    client_id_env: str | None = None
+    client_secret_env: str | None = None
+    client_metadata_url: str | None = None
+    scopes: tuple[str, ...] | None = None
+    redirect: str = "127.0.0.1:0"
+    token_endpoint_auth: TokenEndpointAuth | None = None  # None: from the other keys
+    private_key_file: Path | None = None
+    signing_algorithm: str | None = (
+        None  # None: from the key (EC P-256 ES256, RSA RS256)
+    )
+    issuer: str | None = None
+
+
 @dataclass(frozen=True)
 class McpServerSettings:
-    """One MCP server: `command`/`args`/`env`/`cwd` for stdio, `url`/`headers_env` for http."""
+    """One MCP server: `command`/`args`/`env`/`cwd` for stdio, `url`/`headers_env`/`auth` for http."""
 
     transport: McpTransport
     command: str | None = None
@@ -117,6 +142,7 @@ class McpServerSettings:
     connect_timeout: float = 30.0
     required: bool = True
     restart_backoff: BackoffSettings = field(default_factory=BackoffSettings)
+    auth: McpAuthSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -342,6 +368,8 @@ def _server(server: McpServerSettings) -> dict[str, Any]:
     else:
         out["url"] = server.url
         out["headers_env"] = dict(server.headers_env)
+        if server.auth is not None:
+            out["auth"] = _auth(server.auth)
     out["timeout"] = format_duration(server.timeout)
     out["connect_timeout"] = format_duration(server.connect_timeout)
     out["required"] = server.required
@@ -349,6 +377,25 @@ def _server(server: McpServerSettings) -> dict[str, Any]:
         "initial": format_duration(server.restart_backoff.initial),
         "max": format_duration(server.restart_backoff.max),
     }
+    return out
+
+
+def _auth(auth: McpAuthSettings) -> dict[str, Any]:
+    """The `auth:` block as written: variable names and a key's path, never what they hold."""
+    out: dict[str, Any] = {"type": auth.type}
+    out["client_id_env"] = auth.client_id_env
+    out["client_secret_env"] = auth.client_secret_env
+    if auth.type == "oauth":
+        out["client_metadata_url"] = auth.client_metadata_url
+        out["redirect"] = auth.redirect
+    else:
+        out["private_key_file"] = (
+            None if auth.private_key_file is None else str(auth.private_key_file)
+        )
+        out["signing_algorithm"] = auth.signing_algorithm
+        out["issuer"] = auth.issuer
+    out["token_endpoint_auth"] = auth.token_endpoint_auth
+    out["scopes"] = None if auth.scopes is None else list(auth.scopes)
     return out
 
 

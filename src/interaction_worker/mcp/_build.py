@@ -6,6 +6,7 @@ from typing import TextIO
 
 from ..config.model import McpServerSettings
 from ..errors import ConfigurationError
+from .auth import ServerAuth, TokenPlace
 from .connection import McpServerConnection
 from .transports import TransportFactory, http_transport, stdio_transport
 
@@ -16,14 +17,19 @@ def connection_from_settings(
     environ: Mapping[str, str] | None = None,
     *,
     errlog: TextIO | None = None,
+    tokens: TokenPlace | None = None,
 ) -> McpServerConnection:
-    """The connection one `mcp.servers.<name>` entry describes; nothing is started yet.
+    """The connection one `mcp.servers.<name>` entry describes; nothing is started yet. A server
+    with `auth:` keeps its tokens in `tokens` (default: the key-value bucket of the worker's NATS
+    server, docs/configuration.md).
 
     Raises:
-        ConfigurationError: a `headers_env` variable is not set (the message names it, not its value).
+        ConfigurationError: a `headers_env` or `auth:` variable is not set (the message names it,
+            not its value), or the `auth:` key file cannot be read.
     """
     environ = os.environ if environ is None else environ
     transport: TransportFactory
+    auth: ServerAuth | None = None
     if settings.transport == "stdio":
         transport = stdio_transport(
             settings.command or "",
@@ -41,8 +47,15 @@ def connection_from_settings(
                     f"mcp.servers.{name}.headers_env.{header}: the environment variable {variable} is not set"
                 )
             headers[header] = value
+        if settings.auth is not None:
+            auth = ServerAuth(
+                name, settings.url or "", settings.auth, tokens or TokenPlace(), environ
+            )
         transport = http_transport(
-            settings.url or "", headers=headers, timeout=settings.timeout
+            settings.url or "",
+            headers=headers,
+            timeout=settings.timeout,
+            auth=None if auth is None else auth.provider,
         )
     backoff = settings.restart_backoff
     return McpServerConnection(
@@ -52,4 +65,5 @@ def connection_from_settings(
         required=settings.required,
         connect_timeout=settings.connect_timeout,
         backoff=(backoff.initial, backoff.max),
+        auth=auth,
     )

@@ -8,6 +8,12 @@ goes back to `.initial` only once a session has stayed up for `.max`: a server t
 each start is respawned ever more slowly, not at the initial rate forever. Each server's session
 lives in its own task, so a server that fails never takes down the worker or another server; while
 one is not connected its calls raise McpUnavailable, and nothing is sent.
+
+A server that refuses the worker's credentials (HTTP 401) is down in its own way: its calls raise
+McpDenied, which says how to sign in, and a server with `auth:` never stops the start for it. Such a
+server is tried again as soon as its stored tokens change (someone signed in), without the backoff:
+the supervisor watches the store's revision, and a call that finds it changed waits for the new
+session (up to `connect_timeout`) instead of being refused.
 """
 
 import asyncio
@@ -19,15 +25,30 @@ from typing import Any
 
 import anyio
 from mcp import Client
+from mcp.types import Implementation
+from nats.aio.client import Client as NatsClient
 
 from ..errors import McpConnectionLost, McpProtocolError, McpUnavailable
 from ..nodes import McpToolPage, McpToolResult
+from ._denials import denied, down_reason
 from ._reasons import reason
 from .adapter import SdkMcpClient
-from .transports import ATTEMPT, Attempt, TransportFactory, watched
+from .auth import CLIENT_NAME, ServerAuth, package_version
+from .transports import ATTEMPT, Attempt, Denial, TransportFactory, watched
 
 _LOGGER = logging.getLogger("interaction_worker.mcp")
 _CLOSE_GRACE = 10.0  # seconds for a graceful close before the session is cancelled
+_WATCH = (
+    0.5  # seconds between two looks at the stored tokens of a server that refused them
+)
+
+
+class _Refused(Exception):
+    """A connection attempt the server refused for its credentials."""
+
+    def __init__(self, denial: Denial) -> None:
+        super().__init__(denial.status)
+        self.denial = denial
 
 
 class McpServerConnection:
@@ -42,6 +63,7 @@ class McpServerConnection:
             starts without the server and the connection keeps trying in the background.
         backoff: the first and the longest delay, in seconds, between connection attempts.
         connect_timeout: seconds a connection attempt (spawn and handshake) may take; default 30.
+        auth: the server's OAuth (`auth:`), whose stored tokens the connection watches.
     """
 
     def __init__(
@@ -53,8 +75,10 @@ class McpServerConnection:
         required: bool = True,
         backoff: tuple[float, float] = (0.5, 30.0),
         connect_timeout: float | None = None,
+        auth: ServerAuth | None = None,
     ) -> None:
         self.name = name
+        self.auth = auth
         self.timeout = timeout
         self.required = required
         self.backoff = backoff
@@ -71,6 +95,18 @@ class McpServerConnection:
         self._closing = False
         self._up_since: float | None = None  # when the current session connected
         self.sessions = 0  # sessions opened so far
+        self._denied: Denial | None = (
+            None  # the server refused the credentials, until it takes them
+        )
+        self._denied_at: object = None  # the stored tokens' revision when it did
+        self._retry: anyio.Event | None = None
+
+    @property
+    def down_reason(self) -> str | None:
+        """Why the server is down when it refused the credentials; None otherwise."""
+        if self.connected or self._denied is None:
+            return None
+        return down_reason(self.name, self.auth)
 
     @property
     def connected(self) -> bool:
@@ -84,13 +120,15 @@ class McpServerConnection:
             await self._changes().wait()
 
     async def start(self, _bus: object = None) -> None:
-        """Connect (the worker calls this with its NATS client, unused here).
+        """Connect (the worker calls this with its NATS client: the token bucket's, with `auth:`).
 
         Raises:
             McpUnavailable: a required server could not be reached; the message names it.
         """
         if self._task is not None:
             return
+        if self.auth is not None:
+            self.auth.bind(_bus if isinstance(_bus, NatsClient) else None)
         self._scope = anyio.CancelScope()
         self._task = asyncio.get_running_loop().create_task(
             self._supervise(self._scope), name=f"mcp-{self.name}"
@@ -98,6 +136,13 @@ class McpServerConnection:
         while not self._tried and not self._task.done():
             await self._changes().wait()
         if self.connected:
+            return
+        if self._denied is not None and (self.auth is not None or not self.required):
+            _LOGGER.warning(
+                "MCP server %s is down: %s",
+                self.name,
+                down_reason(self.name, self.auth),
+            )
             return
         if self.required:
             await self.aclose()
@@ -137,24 +182,31 @@ class McpServerConnection:
         await self.aclose()
 
     async def list_tools(self, cursor: str | None = None) -> McpToolPage:
-        client = self._current()
+        client = await self._current()
         with self._unsent():
             return await client.list_tools(cursor)
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> McpToolResult:
-        client = self._current()
+        client = await self._current()
         with self._unsent():
             return await client.call_tool(name, arguments)
 
     @contextmanager
     def _unsent(self) -> Iterator[None]:
         """A request that certainly did not run (it could not be posted, or the server refused its
-        session) raises McpUnavailable, as when the server is not connected: it can be retried."""
+        session) raises McpUnavailable, as when the server is not connected: it can be retried.
+        One whose credentials the server refused raises McpDenied; after a 401 the session ends,
+        and the server is down until its tokens change."""
         attempt = Attempt()
         token = ATTEMPT.set(attempt)
         try:
             yield
         except (McpConnectionLost, McpProtocolError):
+            if attempt.denied is not None:
+                if attempt.denied.status == 401 and self._lost is not None:
+                    self._denied = attempt.denied
+                    self._lost.set()
+                raise denied(self.name, attempt.denied, self.auth) from None
             if attempt.unsent:
                 raise McpUnavailable(
                     f"MCP server is not connected: {self.name}"
@@ -163,11 +215,29 @@ class McpServerConnection:
         finally:
             ATTEMPT.reset(token)
 
-    def _current(self) -> SdkMcpClient:
+    async def _current(self) -> SdkMcpClient:
         client = self._client
-        if client is None:
+        if client is not None:
+            return client
+        refusal = self._denied
+        if refusal is None:
             raise McpUnavailable(f"MCP server is not connected: {self.name}")
-        return client
+        if self.auth is not None and await self.auth.revision() != self._denied_at:
+            # Someone signed in since the refusal: this call waits for the session it allows.
+            after = self.sessions
+            self._wake()
+            with anyio.move_on_after(self.connect_timeout):
+                while not self._closing and self._denied is refusal:
+                    if self.connected and self.sessions > after:
+                        break
+                    await self._changes().wait()
+            if self._client is not None:
+                return self._client
+        raise denied(self.name, self._denied or refusal, self.auth)
+
+    def _wake(self) -> None:
+        if self._retry is not None:
+            self._retry.set()
 
     def _changes(self) -> anyio.Event:
         """An event set at the next change of state (connected, disconnected, closing)."""
@@ -189,6 +259,9 @@ class McpServerConnection:
                 try:
                     await self._session()
                     why = "the connection was lost"
+                except _Refused as refusal:
+                    why = down_reason(self.name, self.auth)
+                    self._denied = refusal.denial
                 except Exception as error:
                     why = reason(error, self.connect_timeout)
                 up = self._up_since
@@ -200,6 +273,10 @@ class McpServerConnection:
                     self._notify()
                 if self._closing:
                     break
+                if self._denied is not None and self.auth is not None:
+                    await self._until_tokens_change()
+                    delay = initial
+                    continue
                 if not first:
                     _LOGGER.warning(
                         "MCP server %s: %s; reconnecting in %g s", self.name, why, delay
@@ -208,10 +285,34 @@ class McpServerConnection:
                 delay = min(delay * 2, longest)
         self._notify()
 
+    async def _until_tokens_change(self) -> None:
+        """Wait until the stored tokens change, or a call saw them change."""
+        assert self.auth is not None
+        retry = self._retry = anyio.Event()
+        while not self._closing and not retry.is_set():
+            if await self.auth.revision() != self._denied_at:
+                break
+            with anyio.move_on_after(_WATCH):
+                await retry.wait()
+
     async def _session(self) -> None:
         """One session: connect within `connect_timeout`, serve until it ends."""
         lost = anyio.Event()
         self._lost = lost
+        attempt = Attempt()
+        token = ATTEMPT.set(attempt)
+        if self.auth is not None:
+            self._denied_at = await self.auth.revision()
+        try:
+            await self._connect(lost, attempt)
+        except Exception:
+            if attempt.denied is not None and attempt.denied.status == 401:
+                raise _Refused(attempt.denied) from None
+            raise
+        finally:
+            ATTEMPT.reset(token)
+
+    async def _connect(self, lost: anyio.Event, attempt: Attempt) -> None:
         with anyio.CancelScope(
             deadline=anyio.current_time() + self.connect_timeout
         ) as connecting:
@@ -219,9 +320,12 @@ class McpServerConnection:
                 watched(self._transport(), lost.set),
                 read_timeout_seconds=self.timeout,
                 cache=None,
+                client_info=Implementation(name=CLIENT_NAME, version=package_version()),
             )
             async with client:
                 connecting.deadline = math.inf
+                self._denied = None
+                attempt.denied = None
                 self._client = SdkMcpClient(
                     client, timeout=self.timeout, on_lost=lost.set
                 )

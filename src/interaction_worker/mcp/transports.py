@@ -15,6 +15,7 @@ ends when its child dies, and leaves with SessionExpired, so that its owner open
 """
 
 import json
+import re
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -43,16 +44,28 @@ class SessionExpired(Exception):
     """The HTTP server refused the session: it restarted or let the session expire."""
 
 
+@dataclass(frozen=True)
+class Denial:
+    """The server refused a request's credentials: its HTTP status (401 or 403), and from its
+    `WWW-Authenticate` challenge the `error` and the `scope` it asks for."""
+
+    status: int
+    error: str | None = None
+    scope: str | None = None
+
+
 @dataclass
 class Attempt:
     """What became of one call's HTTP requests: `refused` (a POST could not connect), `rejected`
-    (the server refused the POST's session, so it did not run it) and `sent` (a POST reached a
-    server that took it). Set by the HTTP transport through the `ATTEMPT` context variable, which
-    the SDK carries from the caller into the task that posts the request."""
+    (the server refused the POST's session, so it did not run it), `sent` (a POST reached a
+    server that took it) and `denied` (the last answer at the endpoint refused its credentials,
+    so it did not run it either). Set by the HTTP transport through the `ATTEMPT` context
+    variable, which the SDK carries from the caller into the task that posts the request."""
 
     refused: bool = False
     rejected: bool = False
     sent: bool = False
+    denied: Denial | None = None
 
     @property
     def unsent(self) -> bool:
@@ -91,21 +104,27 @@ def http_transport(
     *,
     headers: Mapping[str, str] | None = None,
     timeout: float = 30.0,
+    auth: Callable[[], httpx2.Auth] | None = None,
+    transport: Callable[[], httpx2.AsyncBaseTransport] | None = None,
 ) -> TransportFactory:
     """Connect to a streamable-HTTP endpoint with our own `httpx2` client (the SDK's HTTP library):
     `headers` on every request, `timeout` for connecting and writing; reads are bounded by the
-    call's timeout instead, so a long tool call's event stream is not cut. The transport ends, and
-    raises SessionExpired on leaving, once the server refuses its session (module docstring)."""
+    call's timeout instead, so a long tool call's event stream is not cut. `auth` gives the
+    client's `httpx2.Auth` (an OAuth provider, mcp/auth/) for each connection; `transport` its
+    HTTP transport (tests). The transport ends, and raises SessionExpired on leaving, once the
+    server refuses its session (module docstring)."""
 
     @asynccontextmanager
     async def open_transport() -> AsyncIterator[TransportStreams]:
         expired = anyio.Event()
         send, receive = anyio.create_memory_object_stream[_Item](0)
+        inner = httpx2.AsyncHTTPTransport() if transport is None else transport()
         async with (
             httpx2.AsyncClient(
-                transport=_Recording(httpx2.AsyncHTTPTransport(), expired),
+                transport=_Recording(inner, expired, url),
                 headers=dict(headers or {}),
                 timeout=httpx2.Timeout(timeout, read=None),
+                auth=None if auth is None else auth(),
             ) as http,
             anyio.create_task_group() as group,
         ):
@@ -162,9 +181,12 @@ class _Recording(httpx2.AsyncBaseTransport):
     """Marks the caller's `Attempt`: refused when a request could not connect, rejected when the
     server refused the request's session, else sent; and sets `expired` at a refused session."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, expired: anyio.Event) -> None:
+    def __init__(
+        self, inner: httpx2.AsyncBaseTransport, expired: anyio.Event, endpoint: str
+    ) -> None:
         self._inner = inner
         self._expired = expired
+        self._endpoint = httpx2.URL(endpoint).copy_with(query=None, fragment=None)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         attempt = ATTEMPT.get()
@@ -183,6 +205,8 @@ class _Recording(httpx2.AsyncBaseTransport):
             if attempt is not None:
                 attempt.sent = True
             raise
+        if attempt is not None and self._at_endpoint(request):
+            attempt.denied = denial(response)
         if in_session and response.status_code in (400, 404):
             response = await _buffered(response, request)
             refused = session_refused(
@@ -200,8 +224,32 @@ class _Recording(httpx2.AsyncBaseTransport):
             attempt.sent = True
         return response
 
+    def _at_endpoint(self, request: httpx2.Request) -> bool:
+        """A request of the session itself, not one an OAuth provider makes on the way."""
+        return request.url.copy_with(query=None, fragment=None) == self._endpoint
+
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def denial(response: httpx2.Response) -> Denial | None:
+    """The refusal of a request's credentials an answer is (401 or 403), or None."""
+    if response.status_code not in (401, 403):
+        return None
+    challenge = response.headers.get("www-authenticate", "")
+    return Denial(
+        response.status_code,
+        error=_challenge_field(challenge, "error"),
+        scope=_challenge_field(challenge, "scope"),
+    )
+
+
+def _challenge_field(challenge: str, name: str) -> str | None:
+    match = re.search(rf'\b{name}=(?:"([^"]*)"|([^\s,]+))', challenge)
+    if match is None:
+        return None
+    value = match.group(1) if match.group(1) is not None else match.group(2)
+    return value if value.isprintable() else None
 
 
 async def _buffered(

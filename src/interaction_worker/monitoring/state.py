@@ -30,6 +30,7 @@ class McpServerState:
     name: str
     up: bool
     required: bool
+    why: str | None = None  # why it is down, when it refused the credentials
 
 
 # Seconds queued requests may wait with no worker to take them before the worker is not ready.
@@ -54,7 +55,11 @@ class ServiceState:
         for name in registry.servers():
             client = registry.get(name)
             if isinstance(client, McpServerConnection):
-                servers.append(McpServerState(name, client.connected, client.required))
+                servers.append(
+                    McpServerState(
+                        name, client.connected, client.required, client.down_reason
+                    )
+                )
             else:
                 servers.append(McpServerState(name, True, False))
         return servers
@@ -72,6 +77,7 @@ class ServiceState:
             reasons.append("not subscribed yet")
         reasons += [
             f"the required MCP server {server.name} is down"
+            + ("" if server.why is None else f": {server.why}")
             for server in self.mcp_servers()
             if server.required and not server.up
         ]

@@ -5,7 +5,7 @@ of one request; invoke maps the server's answer (and the client's failures) to a
 
 A discover of all servers goes on without an optional server (a client whose `required` attribute is
 False, as an `McpServerConnection` configured `required: false`) that does not answer: down, timed
-out, answering with an error or with a malformed page. It names it in the reply's `unavailable`
+out, refusing the worker's credentials (McpDenied), answering with an error or with a malformed page. It names it in the reply's `unavailable`
 instead of failing (wire.md section 2); a required server, or a server discovered by name, still fails
 the request.
 """
@@ -32,8 +32,10 @@ from ..errors import (
     InvalidInput,
     InvalidResult,
     McpConnectionLost,
+    McpDenied,
     McpProtocolError,
     McpTimeout,
+    McpUnauthorized,
     McpUnavailable,
     NotFound,
     RegistrationError,
@@ -162,6 +164,18 @@ class McpRegistry:
             return McpInvokeOutput.trusted(
                 operation="invoke", result=result_of(outcome, call.id, source, None)
             )
+        except McpDenied as error:
+            # Nothing ran (docs/configuration.md, "MCP servers behind OAuth"); signing in is up to
+            # a person, so a retry as it is would fail the same way.
+            outcome = _failure(
+                "failed",
+                McpUnauthorized.code,
+                McpUnauthorized(error.message).message,
+                False,
+            )
+            return McpInvokeOutput.trusted(
+                operation="invoke", result=result_of(outcome, call.id, source, None)
+            )
         except McpTimeout:
             outcome = _failure("timeout", "MCP_TIMEOUT", "MCP call timed out", False)
             return McpInvokeOutput.trusted(
@@ -252,6 +266,8 @@ class McpRegistry:
                 raise _Unanswered(
                     Timeout(f"MCP discovery timed out: {server}")
                 ) from None
+            except McpDenied as error:
+                raise _Unanswered(McpUnauthorized(error.message)) from None
             except McpProtocolError:
                 raise _Unanswered(
                     InvalidResult("MCP server returned an error")

@@ -38,7 +38,7 @@ from ..delivery import current as current_delivery
 from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish
 from .family import Family, Nodes
-from .redelivered import invoke_not_started, nothing_sent
+from .redelivered import invoke_not_sent, nothing_sent
 from .shutdown import being_cancelled, failure
 
 Outcome = TypeVar("Outcome")
@@ -313,7 +313,7 @@ class McpTerms:
 
     def record(self, outcome: McpOutcome | Any) -> dict[str, Any] | None:
         result = outcome.result if isinstance(outcome, McpInvokeOutput) else outcome
-        if not isinstance(result, ExternalResult) or invoke_not_started(result):
+        if not isinstance(result, ExternalResult) or invoke_not_sent(result):
             return None
         document, _, _ = self.outgoing.fit_result(result.to_wire(), "invoke")
         return {"result": document}

@@ -24,6 +24,9 @@ Outcome = TypeVar("Outcome")
 
 # The failure of an MCP invoke that says the server was not asked.
 _NOT_CONNECTED = "MCP_UNAVAILABLE"
+# Refused for the server's credentials (MCP_UNAUTHORIZED): nothing ran either, but delivering it
+# again cannot help before a person signs in, so only the ledger's claim is released for it.
+_NOT_ASKED = frozenset({_NOT_CONNECTED, "MCP_UNAUTHORIZED"})
 # A sink's refusal that says nothing was sent (it could not connect).
 _NOT_SENT = "SINK_UNAVAILABLE"
 
@@ -35,6 +38,17 @@ def invoke_not_started(outcome: object) -> bool:
         isinstance(result, ExternalResult)
         and result.error is not None
         and result.error.code == _NOT_CONNECTED
+    )
+
+
+def invoke_not_sent(outcome: object) -> bool:
+    """Whether an MCP outcome is an invoke the server certainly did not run: not connected, or
+    refused for its credentials (the ledger's claim is released, so a retry runs it)."""
+    result = outcome.result if isinstance(outcome, McpInvokeOutput) else outcome
+    return (
+        isinstance(result, ExternalResult)
+        and result.error is not None
+        and result.error.code in _NOT_ASKED
     )
 
 
