@@ -138,6 +138,43 @@ def _common(
         )
 
 
+def _mcp_auth_commands(
+    mcp_commands: "argparse._SubParsersAction[Parser]", handlers: dict[str, Handler]
+) -> None:
+    """`mcp login`, `mcp logout`, `mcp status` (docs/configuration.md, MCP servers behind OAuth)."""
+    login = mcp_commands.add_parser(
+        "login",
+        help="sign in to an MCP server behind OAuth",
+        description="sign in to an MCP server behind OAuth: the authorization URL is printed "
+        "on stderr, the redirect taken on the loopback `redirect` (5 minutes at most)",
+    )
+    login.add_argument("server", help="the MCP server's name")
+    how = login.add_mutually_exclusive_group()
+    how.add_argument("--open", action="store_true", help="open the URL in a browser")
+    how.add_argument(
+        "--no-browser",
+        action="store_true",
+        help="also read the redirect URL pasted back from a browser elsewhere",
+    )
+    _common(login, client_side=True)
+    login.set_defaults(handler=handlers["mcp login"])
+    logout = mcp_commands.add_parser(
+        "logout",
+        help="forget an MCP server's tokens",
+        description="forget an MCP server's tokens, revoking them where it offers revocation",
+    )
+    logout.add_argument("server", help="the MCP server's name")
+    _common(logout, client_side=True)
+    logout.set_defaults(handler=handlers["mcp logout"])
+    status = mcp_commands.add_parser(
+        "status",
+        help="each OAuth server's sign-in state",
+        description="each OAuth server's sign-in state (signed in, scopes, expiry; never a token)",
+    )
+    _common(status, client_side=True)
+    status.set_defaults(handler=handlers["mcp status"])
+
+
 def build_parser(handlers: dict[str, Handler]) -> Parser:
     """The parser; `handlers` maps each command (`mcp discover` for subcommands) to its function."""
     parser = Parser(
@@ -229,6 +266,7 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
     invoke.add_argument("--id", help="the call id (default: a fresh UUID)")
     _common(invoke, client_side=True)
     invoke.set_defaults(handler=handlers["mcp invoke"])
+    _mcp_auth_commands(mcp_commands, handlers)
 
     deliver = command("deliver", "send one delivery; print the receipt")
     deliver.add_argument("--id", help="the delivery id (default: a fresh UUID)")

@@ -1,0 +1,121 @@
+"""MCP servers behind OAuth (docs/configuration.md): a worker's connection without tokens is down and
+refuses with MCP_UNAUTHORIZED's words, `mcp login`'s sign-in lets it up without a restart, a scope
+the server wants is asked for at the next sign-in, and tokens are refreshed."""
+
+import asyncio
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp_oauth_server import OAuthServer, oauth_server
+
+from interaction_worker.config.model import McpAuthSettings
+from interaction_worker.errors import McpDenied
+from interaction_worker.mcp import McpServerConnection, http_transport
+from interaction_worker.mcp.auth import ServerAuth, TokenPlace
+from interaction_worker.mcp.auth.login import sign_in, sign_out
+
+pytestmark = pytest.mark.anyio
+OAUTH = McpAuthSettings(type="oauth")
+
+
+async def follow(url: str) -> None:
+    """The person's browser: open the authorization URL and follow its redirect to the callback."""
+    async with httpx2.AsyncClient(follow_redirects=True, timeout=10) as http:
+        await http.get(url)
+
+
+async def person(url: str) -> None:
+    asyncio.get_running_loop().create_task(follow(url))
+
+
+def auth_for(url: str, place: TokenPlace, name: str = "docs") -> ServerAuth:
+    return ServerAuth(name, url, OAUTH, place, {})
+
+
+def connection(url: str, auth: ServerAuth) -> McpServerConnection:
+    return McpServerConnection(
+        auth.server,
+        http_transport(url, timeout=10.0, auth=auth.provider),
+        timeout=10.0,
+        backoff=(0.1, 0.5),
+        connect_timeout=10.0,
+        auth=auth,
+    )
+
+
+async def test_a_server_without_tokens_is_down_until_someone_signs_in(
+    tmp_path: Path,
+) -> None:
+    async with oauth_server() as (url, server):
+        place = TokenPlace(directory=tmp_path / "mcp-auth")
+        auth = auth_for(url, place)
+        async with connection(url, auth) as docs:  # required, yet the start goes on
+            assert not docs.connected
+            assert docs.down_reason == "not signed in (interaction-worker mcp login docs)"
+            with pytest.raises(McpDenied) as refused:
+                await docs.call_tool("read", {"text": "x"})
+            assert refused.value.message == (
+                "MCP server docs is not signed in: sign in with interaction-worker mcp login docs"
+            )
+            signed = await sign_in(auth_for(url, place), show=person)
+            assert signed.scopes == ("read",)
+            assert (tmp_path / "mcp-auth" / "docs.json").stat().st_mode & 0o777 == 0o600
+            # No restart: the next call finds the tokens and waits for the session they allow.
+            result = await docs.call_tool("read", {"text": "x"})
+            assert result.content == [{"type": "text", "text": "read x"}]
+            assert docs.connected
+        assert server.authorizations[0]["code_challenge_method"] == "S256"
+        assert server.authorizations[0]["resource"] == url
+
+
+async def test_a_scope_the_server_wants_is_asked_for_at_the_next_sign_in(
+    tmp_path: Path,
+) -> None:
+    async with oauth_server() as (url, server):
+        place = TokenPlace(directory=tmp_path)
+        await sign_in(auth_for(url, place), show=person)
+        auth = auth_for(url, place)
+        async with connection(url, auth) as docs:
+            with pytest.raises(McpDenied) as refused:
+                await docs.call_tool("write", {"text": "x"})
+            assert refused.value.scope == "write"
+            assert refused.value.message == (
+                "MCP server docs needs the scope write: "
+                "sign in with interaction-worker mcp login docs"
+            )
+            assert docs.connected  # a 403 for scope leaves the session up
+            signed = await sign_in(auth_for(url, place), show=person)
+            assert set(signed.scopes) == {"read", "write"}
+            assert server.authorizations[-1]["scope"].split() == ["read", "write"]
+            result = await docs.call_tool("write", {"text": "x"})
+            assert result.content == [{"type": "text", "text": "wrote x"}]
+
+
+async def test_the_worker_refreshes_its_tokens_itself(tmp_path: Path) -> None:
+    async with oauth_server(lifetime=1) as (url, server):
+        place = TokenPlace(directory=tmp_path)
+        await sign_in(auth_for(url, place), show=person)
+        async with connection(url, auth_for(url, place)) as docs:
+            await anyio.sleep(1.2)
+            result = await docs.call_tool("read", {"text": "later"})
+            assert result.content == [{"type": "text", "text": "read later"}]
+        grants = [r["grant_type"] for r in server.token_requests]
+        assert grants[0] == "authorization_code"
+        assert set(grants[1:]) == {"refresh_token"}
+        assert server.reused == 0
+
+
+async def test_logout_revokes_and_forgets(tmp_path: Path) -> None:
+    async with oauth_server() as (url, server):
+        place = TokenPlace(directory=tmp_path)
+        await sign_in(auth_for(url, place), show=person)
+        out = await sign_out(auth_for(url, place))
+        assert (out.had_tokens, out.revoked) == (True, True)
+        assert server.revocations == 2
+        assert not (tmp_path / "docs.json").exists()
+
+
+async def serve_both(server: OAuthServer) -> None:
+    del server
