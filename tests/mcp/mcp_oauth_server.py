@@ -53,7 +53,9 @@ class OAuthServer:
     authorizations: list[dict[str, str]] = field(default_factory=list)
     reused: int = 0
     revocations: int = 0
-    issued: list[str] = field(default_factory=list)  # every token and secret it handed out
+    issued: list[str] = field(
+        default_factory=list
+    )  # every token and secret it handed out
     mcp_requests: list[str] = field(default_factory=list)
     client_infos: list[dict[str, Any]] = field(default_factory=list)
 
@@ -115,7 +117,11 @@ class OAuthServer:
             query.get("scope", "read"),
             query["redirect_uri"],
         )
-        target = query["redirect_uri"] + "?" + urlencode({"code": code, "state": query["state"]})
+        target = (
+            query["redirect_uri"]
+            + "?"
+            + urlencode({"code": code, "state": query["state"]})
+        )
         return RedirectResponse(target, status_code=302)
 
     async def token(self, request: Request) -> Response:
@@ -145,7 +151,9 @@ class OAuthServer:
         if grant == "client_credentials":
             if not self._client_authenticated(request, fields):
                 return _error("invalid_client", 401)
-            return self._tokens(Grant(scope=fields.get("scope", "read"), refresh=None), refresh=False)
+            return self._tokens(
+                Grant(scope=fields.get("scope", "read"), refresh=None), refresh=False
+            )
         return _error("unsupported_grant_type")
 
     def _client_authenticated(self, request: Request, fields: dict[str, str]) -> bool:
@@ -153,7 +161,10 @@ class OAuthServer:
         if header.startswith("Basic "):
             pair = base64.b64decode(header[6:]).decode()
             return pair == f"{CLIENT_ID}:{CLIENT_SECRET}"
-        return fields.get("client_id") == CLIENT_ID and fields.get("client_secret") == CLIENT_SECRET
+        return (
+            fields.get("client_id") == CLIENT_ID
+            and fields.get("client_secret") == CLIENT_SECRET
+        )
 
     def _tokens(self, grant: Grant, *, refresh: bool = True) -> Response:
         access = f"at-{secrets.token_hex(12)}"
@@ -189,7 +200,9 @@ class OAuthServer:
     # --- the resource server
     def check(self, authorization: str, tool: str | None) -> tuple[int, str] | None:
         """None when the request may pass, else the status and the challenge."""
-        metadata = f'resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"'
+        metadata = (
+            f'resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"'
+        )
         token = authorization.removeprefix("Bearer ")
         held = self.access.get(token)
         if not authorization.startswith("Bearer ") or held is None:
@@ -198,7 +211,10 @@ class OAuthServer:
         if grant.revoked or time.time() > until:
             return 401, f'Bearer error="invalid_token", {metadata}'
         if tool == "write" and "write" not in grant.scope.split():
-            return 403, f'Bearer error="insufficient_scope", scope="read write", {metadata}'
+            return (
+                403,
+                f'Bearer error="insufficient_scope", scope="read write", {metadata}',
+            )
         return None
 
 
@@ -283,7 +299,9 @@ async def oauth_server(lifetime: int = 3600) -> AsyncIterator[tuple[str, OAuthSe
         ]
     )
     app = _Guard(state, _mcp_server().streamable_http_app(), auth)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:

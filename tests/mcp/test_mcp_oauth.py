@@ -3,12 +3,14 @@ refuses with MCP_UNAUTHORIZED's words, `mcp login`'s sign-in lets it up without 
 the server wants is asked for at the next sign-in, and tokens are refreshed."""
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import anyio
 import httpx2
+import nats
 import pytest
-from mcp_oauth_server import OAuthServer, oauth_server
+from mcp_oauth_server import oauth_server
 
 from interaction_worker.config.model import McpAuthSettings
 from interaction_worker.errors import McpDenied
@@ -53,7 +55,9 @@ async def test_a_server_without_tokens_is_down_until_someone_signs_in(
         auth = auth_for(url, place)
         async with connection(url, auth) as docs:  # required, yet the start goes on
             assert not docs.connected
-            assert docs.down_reason == "not signed in (interaction-worker mcp login docs)"
+            assert (
+                docs.down_reason == "not signed in (interaction-worker mcp login docs)"
+            )
             with pytest.raises(McpDenied) as refused:
                 await docs.call_tool("read", {"text": "x"})
             assert refused.value.message == (
@@ -117,5 +121,33 @@ async def test_logout_revokes_and_forgets(tmp_path: Path) -> None:
         assert not (tmp_path / "docs.json").exists()
 
 
-async def serve_both(server: OAuthServer) -> None:
-    del server
+async def test_two_workers_whose_tokens_run_out_together_spend_the_refresh_token_once(
+    nats_url: str,
+) -> None:
+    """The token endpoint revokes the whole sign-in when a spent refresh token comes back: without
+    the lease, the second worker's refresh would end both workers' access."""
+    bucket = f"auth_{uuid.uuid4().hex[:8]}"
+    async with (
+        oauth_server(lifetime=1) as (url, server),
+        await nats.connect(nats_url) as one,
+        await nats.connect(nats_url) as two,
+    ):
+        places = [TokenPlace(bucket=bucket), TokenPlace(bucket=bucket)]
+        places[0].bind(one)
+        places[1].bind(two)
+        await sign_in(auth_for(url, places[0]), show=person)
+        workers = [connection(url, auth_for(url, place)) for place in places]
+        async with workers[0], workers[1]:
+            for _ in range(2):
+                await anyio.sleep(1.1)  # both workers' access tokens have run out
+                results = await asyncio.gather(
+                    *(w.call_tool("read", {"text": "x"}) for w in workers * 2)
+                )
+                assert all(
+                    r.content == [{"type": "text", "text": "read x"}] for r in results
+                )
+        assert server.reused == 0
+        refreshes = [
+            r for r in server.token_requests if r["grant_type"] == "refresh_token"
+        ]
+        assert len(refreshes) >= 2

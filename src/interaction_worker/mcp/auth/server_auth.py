@@ -21,7 +21,7 @@ from nats.aio.client import Client
 
 from ...config.model import McpAuthSettings
 from ...errors import ConfigurationError
-from .kv_store import KvTokenStore
+from .kv_store import BUCKET, KvTokenStore
 from .providers import (
     Fleet,
     FleetClientCredentials,
@@ -52,16 +52,25 @@ class TokenPlace:
     `directory` (the embedded server), or the key-value bucket on the worker's NATS server once
     `bind` gives its connection."""
 
-    def __init__(self, *, directory: Path | None = None, replicas: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        directory: Path | None = None,
+        replicas: int = 1,
+        bucket: str = BUCKET,
+    ) -> None:
         self.directory = directory
         self.replicas = replicas
+        self.bucket = bucket
         self._store: TokenStore | None = (
             None if directory is None else FileTokenStore(directory)
         )
 
     def bind(self, client: Client | None) -> None:
         if self.directory is None and client is not None and self._store is None:
-            self._store = KvTokenStore(client, replicas=self.replicas)
+            self._store = KvTokenStore(
+                client, bucket=self.bucket, replicas=self.replicas
+            )
 
     @property
     def store(self) -> TokenStore:
