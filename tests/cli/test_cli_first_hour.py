@@ -398,6 +398,13 @@ def failure_cases(project: Run, scratch: Path) -> dict[str, dict[str, list[str]]
         "pipe": ["console", "--listen", "127.0.0.1:0", *served],
         "path": ["console", *missing],
     }
+    # The sign-in commands print on stderr (status: nothing, with no server behind OAuth here).
+    cases["mcp login"] = {"path": ["mcp", "login", "docs", *missing]}
+    cases["mcp logout"] = {"path": ["mcp", "logout", "docs", *missing]}
+    cases["mcp status"] = {
+        "path": ["mcp", "status", *missing],
+        "server": ["mcp", "status", *nowhere],
+    }
     # record writes nothing on stdout: no broken pipe to end on.
     cases["record"] = {
         "path": ["record", "--out", str(scratch / "missing" / "r.jsonl"), *served],

@@ -120,7 +120,7 @@ def _server(s: Section, base_dir: Path) -> McpServerSettings | None:
 
 
 def _auth(server: Section, base_dir: Path) -> McpAuthSettings | None:
-    if server.raw("auth") is None:
+    if not server.has("auth") or server.raw("auth") is None:
         return None  # absent or null: static headers only
     with server.section("auth") as s:
         return parse_auth(s, base_dir)

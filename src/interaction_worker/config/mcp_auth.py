@@ -82,15 +82,15 @@ def parse_auth(s: Section, base_dir: Path) -> McpAuthSettings | None:
     )
     if method is None:
         method = "private_key_jwt" if key_file is not None else "client_secret_basic"
-    if client_id_env is None:
+    if client_id_env is None and not s.has("client_id_env"):
         s.fail("client_id_env", "is required for type client_credentials")
     if method == "private_key_jwt":
-        if key_file is None:
+        if key_file is None and not s.has("private_key_file"):
             s.fail("private_key_file", "is required for private_key_jwt")
         if client_secret_env is not None:
             s.fail("client_secret_env", "is not used by private_key_jwt")
     else:
-        if client_secret_env is None:
+        if client_secret_env is None and not s.has("client_secret_env"):
             s.fail("client_secret_env", f"is required for {method}")
         if key_file is not None:
             s.fail("private_key_file", f"is not used by {method}")

@@ -50,10 +50,11 @@ class SignedIn:
 
 
 class _Callback:
-    """The loopback redirect target: the first `GET /callback?...` wins; any user agent."""
+    """The loopback redirect target, for any user agent: each authorization (a sign-in may take a
+    second one, a step-up) waits for the next `GET /callback?...` after it began."""
 
     def __init__(self) -> None:
-        self.result: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.arrived: asyncio.Queue[str] = asyncio.Queue(maxsize=16)
         self.server: asyncio.Server | None = None
 
     async def listen(self, host: str, port: int) -> int:
@@ -70,8 +71,8 @@ class _Callback:
                     pass
             parts = line.decode("latin-1").split()
             target = parts[1] if len(parts) >= 2 else ""
-            if urlsplit(target).path == "/callback" and not self.result.done():
-                self.result.set_result(target)
+            if urlsplit(target).path == "/callback" and not self.arrived.full():
+                self.arrived.put_nowait(target)
                 writer.write(_PAGE)
             else:
                 writer.write(_NOT_FOUND)
@@ -127,14 +128,16 @@ async def sign_in(
     redirect_uri = f"http://{host}:{bound}/callback"
 
     async def redirected() -> AuthorizationCodeResult:
-        waits: list[asyncio.Future[str]] = [callback.result]
+        waits: list[asyncio.Future[str]] = [
+            asyncio.ensure_future(callback.arrived.get())
+        ]
         if pasted is not None:
             waits.append(asyncio.ensure_future(pasted()))
         try:
             async with asyncio.timeout(within):
                 done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for wait in waits[1:]:
+            for wait in waits:
                 wait.cancel()
         return code_result(done.pop().result())
 
