@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from interaction_worker.app import credential_files
 from interaction_worker.config import parse_settings
 from interaction_worker.config.model import McpAuthSettings
 from interaction_worker.errors import ConfigurationError
@@ -183,3 +184,32 @@ def test_check_config_shows_the_variables_names_never_their_values() -> None:
         "token_endpoint_auth": "client_secret_basic",
         "scopes": None,
     }
+
+
+def test_the_credential_files_are_the_token_directory_and_the_key_files(
+    tmp_path: Path,
+) -> None:
+    servers = {
+        "a": {"transport": "http", "url": URL, "auth": {"type": "oauth"}},
+        "b": {
+            "transport": "http",
+            "url": URL,
+            "auth": {
+                "type": "client_credentials",
+                "client_id_env": "ID",
+                "private_key_file": "k.pem",
+            },
+        },
+    }
+    embedded = parse_settings({"mcp": {"servers": servers}}, base_dir=tmp_path)
+    assert credential_files(embedded) == [
+        tmp_path / ".interaction" / "mcp-auth",
+        tmp_path / "k.pem",
+    ]
+    fleet = parse_settings(
+        {"nats": {"url": "nats://n:4222"}, "mcp": {"servers": servers}},
+        base_dir=tmp_path,
+    )
+    assert credential_files(fleet) == [
+        tmp_path / "k.pem"
+    ]  # the tokens are in the bucket

@@ -314,6 +314,17 @@ def token_place(settings: Settings) -> TokenPlace:
     return TokenPlace(replicas=settings.idempotency.replicas)
 
 
+def credential_files(settings: Settings) -> list[Path]:
+    """The files that hold the MCP servers' OAuth credentials: the token directory (without a NATS
+    URL) and each `private_key_file`. No tool may read them (docs/configuration.md)."""
+    servers = [s.auth for s in settings.mcp.servers.values() if s.auth is not None]
+    if not servers:
+        return []
+    files = token_place(settings).paths()
+    files += [a.private_key_file for a in servers if a.private_key_file is not None]
+    return files
+
+
 def _mcp(
     settings: Settings, code_mcp: McpRegistry | None, problems: list[str]
 ) -> McpRegistry | None:

@@ -3,6 +3,9 @@ refuses with MCP_UNAUTHORIZED's words, `mcp login`'s sign-in lets it up without 
 the server wants is asked for at the next sign-in, and tokens are refreshed."""
 
 import asyncio
+import json
+import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import nats
 import pytest
 from mcp_oauth_server import oauth_server
 
+from interaction_worker.cli.main import main
 from interaction_worker.config.model import McpAuthSettings
 from interaction_worker.errors import McpDenied
 from interaction_worker.mcp import McpServerConnection, http_transport
@@ -151,3 +155,72 @@ async def test_two_workers_whose_tokens_run_out_together_spend_the_refresh_token
             r for r in server.token_requests if r["grant_type"] == "refresh_token"
         ]
         assert len(refreshes) >= 2
+
+
+async def test_mcp_login_takes_a_pasted_redirect_and_status_and_logout_follow(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command line as a person on another machine uses it: the URL on stderr, the address the
+    browser was sent to pasted back (`--no-browser`); then `mcp status` and `mcp logout`."""
+    async with oauth_server() as (url, server):
+        config = tmp_path / "worker.yaml"
+        config.write_text(
+            json.dumps(
+                {
+                    "data_dir": str(tmp_path / "data"),
+                    "mcp": {
+                        "servers": {
+                            "docs": {
+                                "transport": "http",
+                                "url": url,
+                                "auth": {"type": "oauth"},
+                            }
+                        }
+                    },
+                }
+            )
+        )
+        reading, writing = os.pipe()
+        monkeypatch.setattr(sys, "stdin", os.fdopen(reading))
+        login = asyncio.create_task(
+            asyncio.to_thread(
+                main, ["mcp", "login", "docs", "--no-browser", "--config", str(config)]
+            )
+        )
+        said = ""
+        with anyio.fail_after(30):
+            while "sign in at: " not in said:
+                await anyio.sleep(0.05)
+                said += capsys.readouterr().err
+        address = said.split("sign in at: ", 1)[1].split()[0]
+        async with (
+            httpx2.AsyncClient() as http
+        ):  # the browser elsewhere: it never reaches the callback
+            sent_to = (await http.get(address)).headers["location"]
+        os.write(writing, f"{sent_to}\n".encode())
+        assert await login == 0
+        assert capsys.readouterr().err.endswith("signed in to docs (scopes: read)\n")
+
+        assert (
+            await asyncio.to_thread(main, ["mcp", "status", "--config", str(config)])
+            == 0
+        )
+        (line,) = capsys.readouterr().out.splitlines()
+        state = json.loads(line)
+        assert state.pop("expiresAt")
+        assert state == {
+            "server": "docs",
+            "type": "oauth",
+            "signedIn": True,
+            "scopes": ["read"],
+            "refreshable": True,
+        }
+        assert not any(token in line for token in server.issued)
+
+        assert (
+            await asyncio.to_thread(
+                main, ["mcp", "logout", "docs", "--config", str(config)]
+            )
+            == 0
+        )
+        assert capsys.readouterr().err == "signed out of docs (its tokens revoked)\n"

@@ -129,6 +129,15 @@ class McpServerConnection:
             return
         if self.auth is not None:
             self.auth.bind(_bus if isinstance(_bus, NatsClient) else None)
+            if (
+                self.auth.settings.type == "client_credentials"
+                and not self.auth.settings.issuer
+            ):
+                _LOGGER.warning(
+                    "MCP server %s: auth has no issuer: the server decides which authorization "
+                    "server receives the client's credentials",
+                    self.name,
+                )
         self._scope = anyio.CancelScope()
         self._task = asyncio.get_running_loop().create_task(
             self._supervise(self._scope), name=f"mcp-{self.name}"

@@ -20,7 +20,7 @@ Everything of the protocol (discovery with the 2025-03-26 fallbacks, registratio
   provider fetches its tokens itself, step-up included.
 
 These lean on the SDK's private names (`_initialize`, `_initialized`, `context`), so the `mcp`
-dependency is pinned to its minor version and tests/mcp/auth/test_providers.py holds them.
+dependency is pinned to its minor version and tests/mcp/test_mcp_oauth_sdk.py holds them.
 """
 
 import logging
