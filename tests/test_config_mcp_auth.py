@@ -213,3 +213,31 @@ def test_the_credential_files_are_the_token_directory_and_the_key_files(
     assert credential_files(fleet) == [
         tmp_path / "k.pem"
     ]  # the tokens are in the bucket
+
+
+def test_the_effective_auth_blocks_parse_back_to_the_same_settings(
+    tmp_path: Path,
+) -> None:
+    servers = {
+        "a": {
+            "transport": "http",
+            "url": URL,
+            "auth": {"type": "oauth", "client_id_env": "ID", "scopes": ["read"]},
+        },
+        "b": {
+            "transport": "http",
+            "url": URL,
+            "auth": {
+                "type": "client_credentials",
+                "client_id_env": "ID",
+                "private_key_file": "k.pem",
+                "signing_algorithm": "ES256",
+                "issuer": "https://auth.example.com",
+            },
+        },
+    }
+    settings = parse_settings({"mcp": {"servers": servers}}, base_dir=tmp_path)
+    assert (
+        parse_settings(settings.effective(), base_dir=Path("/other")).mcp
+        == settings.mcp
+    )

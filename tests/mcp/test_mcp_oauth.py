@@ -17,7 +17,7 @@ from mcp_oauth_server import oauth_server
 
 from interaction_worker.cli.main import main
 from interaction_worker.config.model import McpAuthSettings
-from interaction_worker.errors import McpDenied
+from interaction_worker.errors import McpDenied, McpUnavailable
 from interaction_worker.mcp import McpServerConnection, http_transport
 from interaction_worker.mcp.auth import ServerAuth, TokenPlace
 from interaction_worker.mcp.auth.login import sign_in, sign_out
@@ -224,3 +224,33 @@ async def test_mcp_login_takes_a_pasted_redirect_and_status_and_logout_follow(
             == 0
         )
         assert capsys.readouterr().err == "signed out of docs (its tokens revoked)\n"
+
+
+async def test_a_server_that_refuses_static_headers_answers_with_the_same_refusal() -> (
+    None
+):
+    async with oauth_server() as (url, _):
+        transport = http_transport(
+            url, headers={"Authorization": "Bearer stale"}, timeout=10.0
+        )
+        optional = McpServerConnection(
+            "static",
+            transport,
+            required=False,
+            backoff=(5.0, 5.0),
+            connect_timeout=10.0,
+        )
+        async with optional:
+            assert optional.down_reason == "the server refused the credentials"
+            with pytest.raises(McpDenied) as refused:
+                await optional.list_tools()
+            assert (
+                refused.value.message
+                == "MCP server static refused the credentials (HTTP 401)"
+            )
+        required = McpServerConnection("static", transport, connect_timeout=10.0)
+        with pytest.raises(McpUnavailable) as failed:
+            await required.start()
+        assert str(failed.value) == (
+            "cannot connect to MCP server static: the server refused the credentials"
+        )
