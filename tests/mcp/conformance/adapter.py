@@ -226,14 +226,14 @@ class Adapter:
             else:
                 result = getattr(answer, "result", None)
                 if result is not None and result.status != "success":
-                    error = result.error
+                    failure = result.error
                     self.worker_said.append(
-                        f"{what}: {result.status} {error.code if error else ''}: {error.message if error else ''}"
+                        f"{what}: {result.status} {failure.code if failure else ''}: {failure.message if failure else ''}"
                     )
                     scope_named = (
-                        error is not None
-                        and error.code == "MCP_UNAUTHORIZED"
-                        and bool(SCOPE.search(error.message))
+                        failure is not None
+                        and failure.code == "MCP_UNAUTHORIZED"
+                        and bool(SCOPE.search(failure.message))
                     )
                     answer = None
                 else:
