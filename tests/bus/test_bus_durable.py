@@ -22,7 +22,7 @@ from nats.js import api
 from interaction_worker import InteractionWorker, Sandbox, ToolContext
 from interaction_worker.client import InteractionClient
 from interaction_worker.config import DurableSettings, IdempotencySettings
-from interaction_worker.errors import ServeError
+from interaction_worker.errors import McpDenied, ServeError
 from interaction_worker.subscribers import DurableBinding
 
 pytest_plugins = ["bus_fixtures"]
@@ -542,3 +542,38 @@ async def test_a_consumer_loop_cancelled_from_outside_is_started_again(
     assert reply["status"] == "success"
     assert binding.lost == len(loops) == len(binding._fetchers)
     assert "the consumer loop of tool ended (cancelled)" in caplog.text
+
+
+class Denied:
+    """An MCP server that refuses the worker's credentials: nothing runs, only a person can help."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def list_tools(self, cursor: str | None = None) -> Any:
+        raise McpDenied("MCP server docs is not signed in")
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        self.calls += 1
+        raise McpDenied("MCP server docs is not signed in")
+
+
+async def test_an_invoke_refused_for_its_credentials_is_answered_at_once_not_delivered_again(
+    durable: Durable, nats_client: Client
+) -> None:
+    docs = Denied()
+    await durable.serve(
+        worker=InteractionWorker(mcp={"docs": docs}, sandbox=Sandbox(mcp=("docs",)))
+    )
+    invoke = {
+        "operation": "invoke",
+        "server": "docs",
+        "call": {"id": "d-1", "name": "read", "arguments": {}},
+    }
+
+    result = decode(
+        await ask(nats_client, durable.prefix, json.dumps(invoke).encode(), "mcp.call")
+    )["result"]
+
+    assert result["error"]["code"] == "MCP_UNAUTHORIZED"
+    assert docs.calls == 1  # max_deliver 3: not delivered again
