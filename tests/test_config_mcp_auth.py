@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from interaction_worker.app import credential_files
 from interaction_worker.config import parse_settings
@@ -240,4 +241,23 @@ def test_the_effective_auth_blocks_parse_back_to_the_same_settings(
     assert (
         parse_settings(settings.effective(), base_dir=Path("/other")).mcp
         == settings.mcp
+    )
+
+
+def test_the_documented_example_shows_an_oauth_and_a_client_credentials_server() -> (
+    None
+):
+    text = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text(
+        encoding="utf-8"
+    )
+    (example,) = [b for b in text.split("```yaml\n")[1:] if "tracker:" in b]
+    settings = parse_settings(
+        yaml.safe_load(example.split("```")[0]), base_dir=Path("/srv")
+    )
+    servers = settings.mcp.servers
+    assert servers["tracker"].auth == McpAuthSettings(type="oauth")
+    billing = servers["billing"].auth
+    assert billing is not None and billing.type == "client_credentials"
+    assert {"tracker", "billing"} <= set(
+        settings.sandbox.mcp if settings.sandbox else ()
     )
