@@ -187,7 +187,7 @@ async def test_a_server_without_tokens_answers_mcp_unauthorized_until_signed_in_
 
             # The claim was released: the same call id runs now, with no restart.
             again = decode(await bus.request("mcp", invoke(docs, "read", "c-1")))
-            assert again["result"]["status"] == "success"
+            assert again["result"]["status"] == "success", again
             listing = decode(await bus.request("mcp", {"operation": "discover"}))
             assert listing["unavailable"] == [extra]
             assert await readiness(metrics) == (200, {"status": "ready"})

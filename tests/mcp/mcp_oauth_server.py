@@ -193,6 +193,11 @@ class OAuthServer:
             grant.revoked = True
         return Response(status_code=200)
 
+    def expire_access(self) -> None:
+        """Every access token runs out now, by this server's clock; the refresh tokens still work."""
+        for token, (grant, _) in list(self.access.items()):
+            self.access[token] = (grant, 0.0)
+
     def revoke_all(self) -> None:
         for grant, _ in self.access.values():
             grant.revoked = True

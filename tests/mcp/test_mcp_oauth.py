@@ -254,3 +254,20 @@ async def test_a_server_that_refuses_static_headers_answers_with_the_same_refusa
         assert str(failed.value) == (
             "cannot connect to MCP server static: the server refused the credentials"
         )
+
+
+async def test_a_token_the_server_says_has_run_out_is_refreshed_and_the_call_sent_again(
+    tmp_path: Path,
+) -> None:
+    """The server's clock is ahead of the worker's (or it ended the token early): its 401 for a
+    token the worker took for valid is cured by a refresh, not answered MCP_UNAUTHORIZED."""
+    async with oauth_server() as (url, server):
+        place = TokenPlace(directory=tmp_path)
+        await sign_in(auth_for(url, place), show=person)
+        async with connection(url, auth_for(url, place)) as docs:
+            server.expire_access()
+            result = await docs.call_tool("read", {"text": "x"})
+            assert result.content == [{"type": "text", "text": "read x"}]
+            assert docs.connected
+        grants = [r["grant_type"] for r in server.token_requests]
+        assert grants == ["authorization_code", "refresh_token"]

@@ -98,7 +98,12 @@ class McpServerConnection:
         self._denied: Denial | None = (
             None  # the server refused the credentials, until it takes them
         )
-        self._denied_at: object = None  # the stored tokens' revision when it did
+        self._attempt_at: object = (
+            None  # the stored tokens' revision an attempt began with
+        )
+        self._refused_at: object = (
+            None  # ... and the one of the attempt the server refused
+        )
         self._retry: anyio.Event | None = None
 
     @property
@@ -213,7 +218,7 @@ class McpServerConnection:
         except (McpConnectionLost, McpProtocolError):
             if attempt.denied is not None:
                 if attempt.denied.status == 401 and self._lost is not None:
-                    self._denied = attempt.denied
+                    self._denied, self._refused_at = attempt.denied, self._attempt_at
                     self._lost.set()
                 raise denied(self.name, attempt.denied, self.auth) from None
             if attempt.unsent:
@@ -231,15 +236,17 @@ class McpServerConnection:
         refusal = self._denied
         if refusal is None:
             raise McpUnavailable(f"MCP server is not connected: {self.name}")
-        if self.auth is not None and await self.auth.revision() != self._denied_at:
-            # Someone signed in since the refusal: this call waits for the session it allows.
-            after = self.sessions
-            self._wake()
+        if self.auth is not None:
+            # Someone may have signed in since the refusal: the call waits until a session with the
+            # tokens stored now is up, or an attempt with them was refused too.
             with anyio.move_on_after(self.connect_timeout):
-                while not self._closing and self._denied is refusal:
-                    if self.connected and self.sessions > after:
+                while not self._closing and self._client is None:
+                    stored = await self.auth.revision()
+                    if self._denied is not None and stored == self._refused_at:
                         break
-                    await self._changes().wait()
+                    self._wake()
+                    with anyio.move_on_after(_WATCH):
+                        await self._changes().wait()
             if self._client is not None:
                 return self._client
         raise denied(self.name, self._denied or refusal, self.auth)
@@ -270,7 +277,8 @@ class McpServerConnection:
                     why = "the connection was lost"
                 except _Refused as refusal:
                     why = down_reason(self.name, self.auth)
-                    self._denied = refusal.denial
+                    self._denied, self._refused_at = refusal.denial, self._attempt_at
+                    self._notify()
                 except Exception as error:
                     why = reason(error, self.connect_timeout)
                 up = self._up_since
@@ -299,7 +307,7 @@ class McpServerConnection:
         assert self.auth is not None
         retry = self._retry = anyio.Event()
         while not self._closing and not retry.is_set():
-            if await self.auth.revision() != self._denied_at:
+            if await self.auth.revision() != self._refused_at:
                 break
             with anyio.move_on_after(_WATCH):
                 await retry.wait()
@@ -311,7 +319,7 @@ class McpServerConnection:
         attempt = Attempt()
         token = ATTEMPT.set(attempt)
         if self.auth is not None:
-            self._denied_at = await self.auth.revision()
+            self._attempt_at = await self.auth.revision()
         try:
             await self._connect(lost, attempt)
         except Exception:

@@ -13,6 +13,9 @@ Everything of the protocol (discovery with the 2025-03-26 fallbacks, registratio
   SDK sees nothing to refresh, else the SDK refreshes (its private `_refresh_token` /
   `_handle_refresh_response` step) while the lease is held. So a rotating refresh token is spent
   by one worker only.
+- A 401 for a token the provider took for valid (the server's clock runs ahead, or it revoked the
+  token) is taken, once per request, as the token having run out: refreshed, and the request sent
+  again.
 - No person: a worker's authorization-code provider cannot sign in. When the server refuses the
   request (401, or 403 `insufficient_scope`), the flow ends there and the refusal goes back to the
   transport as the server sent it, instead of the SDK starting a sign-in that has no one to finish
@@ -38,6 +41,7 @@ from mcp.client.auth.utils import extract_field_from_www_auth
 from .storage import ServerTokens
 
 _LOGGER = logging.getLogger("interaction_worker.mcp")
+_RUN_OUT = 1.0  # an expiry long past (0 would read as "no expiry")
 
 
 def refused(response: httpx2.Response) -> bool:
@@ -55,6 +59,7 @@ class Fleet(OAuthClientProvider):
     storage: ServerTokens
     person: bool  # a person can sign in (mcp login): the SDK's whole flow runs
     _seen: object = None
+    _rejected: str | None = None  # an access token the server answered 401 to
 
     def join_fleet(self, storage: ServerTokens, *, person: bool) -> None:
         self.storage = storage
@@ -70,7 +75,9 @@ class Fleet(OAuthClientProvider):
         await super()._initialize()
         context = self.context
         tokens = context.current_tokens
-        if tokens is not None and tokens.expires_in is not None:
+        if tokens is not None and tokens.access_token == self._rejected:
+            context.token_expiry_time = _RUN_OUT  # the server refused it already
+        elif tokens is not None and tokens.expires_in is not None:
             context.update_token_expiry(tokens)
         else:
             context.token_expiry_time = None
@@ -108,34 +115,53 @@ class Fleet(OAuthClientProvider):
     async def async_auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        await self._take_up_stored()
-        if not self._initialized:
-            await self._initialize()
-        lease: AbstractAsyncContextManager[None] | None = None
-        if self._must_refresh():
-            lease = self.storage.store.lease(self.storage.server)
-            await lease.__aenter__()
-            # The stored tokens again, now that no one else refreshes: another worker may have.
-            self._seen = await self.storage.store.revision(self.storage.server)
-            await self._initialize()
-        flow = super().async_auth_flow(request)
-        try:
-            outgoing = await flow.__anext__()
-            while True:
-                if lease is not None and outgoing is request:
-                    await _leave(lease)  # refreshed, or nothing left to refresh
-                    lease = None
-                response = yield outgoing
-                if outgoing is request and not self.person and refused(response):
-                    if await self._cannot_cure(response):
-                        return
-                outgoing = await flow.asend(response)
-        except StopAsyncIteration:
-            return
-        finally:
-            if lease is not None:
-                await _leave(lease)
-            await flow.aclose()
+        for first in (True, False):
+            again = False
+            await self._take_up_stored()
+            if not self._initialized:
+                await self._initialize()
+            lease: AbstractAsyncContextManager[None] | None = None
+            if self._must_refresh():
+                lease = self.storage.store.lease(self.storage.server)
+                await lease.__aenter__()
+                # The stored tokens again, now that no one else refreshes: another worker may have.
+                self._seen = await self.storage.store.revision(self.storage.server)
+                await self._initialize()
+            flow = super().async_auth_flow(request)
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    if lease is not None and outgoing is request:
+                        await _leave(lease)  # refreshed, or nothing left to refresh
+                        lease = None
+                    response = yield outgoing
+                    if outgoing is request and not self.person and refused(response):
+                        if first and self._ran_out(request, response):
+                            again = True
+                            break
+                        if await self._cannot_cure(response):
+                            return
+                    outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                return
+            finally:
+                if lease is not None:
+                    await _leave(lease)
+                await flow.aclose()
+            if not again:
+                return
+
+    def _ran_out(self, request: httpx2.Request, response: httpx2.Response) -> bool:
+        """A 401 for a token this process took for valid (the server's clock, or a token it
+        revoked): once, it is taken as run out, refreshed and the request sent again."""
+        tokens = self.context.current_tokens
+        if response.status_code != 401 or "authorization" not in request.headers:
+            return False
+        if tokens is None or not self.context.can_refresh_token():
+            return False
+        self._rejected = tokens.access_token
+        self.context.token_expiry_time = _RUN_OUT
+        return True
 
     async def _cannot_cure(self, response: httpx2.Response) -> bool:
         """Whether this provider, with no person, must leave the refusal as it is."""
