@@ -145,7 +145,7 @@ async def test_a_server_without_tokens_answers_mcp_unauthorized_until_signed_in_
     bucket = f"ledger_{tag}"
     seen: list[str] = []
     states: list[str] = []
-    async with oauth_server(lifetime=2) as (url, server):
+    async with oauth_server(lifetime=1) as (url, server):
         settings = settings_for(nats_url, url, names, bucket)
         async with served(settings, nats_url) as (bus, metrics):
             # Down, and saying why; the worker started all the same (docs is required).
@@ -192,7 +192,7 @@ async def test_a_server_without_tokens_answers_mcp_unauthorized_until_signed_in_
             assert listing["unavailable"] == [extra]
             assert await readiness(metrics) == (200, {"status": "ready"})
 
-            await anyio.sleep(2.1)  # a refresh
+            await anyio.sleep(1.1)  # a refresh
             later = decode(await bus.request("mcp", invoke(docs, "read", "c-2")))
             assert later["result"]["status"] == "success"
             scoped = decode(await bus.request("mcp", invoke(docs, "write", "c-3")))
