@@ -54,7 +54,7 @@ def scenarios(runner: Path) -> list[str]:
 
 def checks(out: Path) -> tuple[int, int]:
     """(passed, counted) of the scenario's checks: SUCCESS among SUCCESS and FAILURE."""
-    (found,) = out.glob("*/checks.json")
+    (found,) = out.rglob("checks.json")
     statuses = [check["status"] for check in json.loads(found.read_text())]
     counted = [s for s in statuses if s in ("SUCCESS", "FAILURE")]
     return counted.count("SUCCESS"), len(counted)
