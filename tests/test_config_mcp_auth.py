@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 import yaml
 
-from interaction_worker.app import credential_files
+from interaction_worker.app import mcp_credential_files
 from interaction_worker.config import parse_settings
 from interaction_worker.config.model import McpAuthSettings
 from interaction_worker.errors import ConfigurationError
@@ -203,7 +203,7 @@ def test_the_credential_files_are_the_token_directory_and_the_key_files(
         },
     }
     embedded = parse_settings({"mcp": {"servers": servers}}, base_dir=tmp_path)
-    assert credential_files(embedded) == [
+    assert mcp_credential_files(embedded) == [
         tmp_path / ".interaction" / "mcp-auth",
         tmp_path / "k.pem",
     ]
@@ -211,7 +211,7 @@ def test_the_credential_files_are_the_token_directory_and_the_key_files(
         {"nats": {"url": "nats://n:4222"}, "mcp": {"servers": servers}},
         base_dir=tmp_path,
     )
-    assert credential_files(fleet) == [
+    assert mcp_credential_files(fleet) == [
         tmp_path / "k.pem"
     ]  # the tokens are in the bucket
 

@@ -22,7 +22,11 @@ DOCS = ROOT / "docs"
 SCANNED = ("src", "tests", "examples", "deploy", "bench", "docs")
 TEXT_SUFFIXES = {".md", ".yaml", ".yml", ".toml", ".conf", ".html", ".js", ".css"}
 # Data, not documentation: the workspace a recorded example reads, installed npm packages.
-SKIPPED = ("examples/replay/workspace", "tests/mcp/npm")
+SKIPPED = (
+    "examples/replay/workspace",
+    "tests/mcp/npm",
+    "tests/mcp/conformance/node_modules",
+)
 
 # A document: `docs/wire.md`, `../README.md`, `wire.md`, any relative path; not part of a URL.
 _DOCUMENT = r"(?<![\w./:-])(?P<path>(?:[\w.-]+/)*[\w-]+\.md)(?![\w/])"

@@ -115,11 +115,11 @@ def build_worker(
 
 def _protect(sandbox: Sandbox, settings: Settings, env: Mapping[str, str]) -> None:
     """The worker's secrets out of every tool's reach: the data directory (tokens, the embedded
-    server's configuration), the credential files the environment names and the processes'
-    environments (docs/tools.md)."""
+    server's configuration), the credential files the environment names, the MCP servers' OAuth
+    tokens and keys, and the processes' environments (docs/tools.md)."""
     sandbox.protected.add(settings.data_dir)
     sandbox.protected.add(PROCESS_FILES)
-    for path in credential_files(env):
+    for path in (*credential_files(env), *mcp_credential_files(settings)):
         sandbox.protected.add(path)
     sandbox.check_workspace()
 
@@ -314,7 +314,7 @@ def token_place(settings: Settings) -> TokenPlace:
     return TokenPlace(replicas=settings.idempotency.replicas)
 
 
-def credential_files(settings: Settings) -> list[Path]:
+def mcp_credential_files(settings: Settings) -> list[Path]:
     """The files that hold the MCP servers' OAuth credentials: the token directory (without a NATS
     URL) and each `private_key_file`. No tool may read them (docs/configuration.md)."""
     servers = [s.auth for s in settings.mcp.servers.values() if s.auth is not None]

@@ -20,7 +20,7 @@ import anyio
 import httpx
 import nats
 import pytest
-from bus_harness import Bus, Serve, decode, unique_prefix
+from bus_harness import Bus, Serve, decode, reply_prefixes, unique_prefix
 from mcp_oauth_server import CLIENT_ID, CLIENT_SECRET, OAuthServer, oauth_server
 
 from interaction_worker.app import build_worker
@@ -95,6 +95,7 @@ async def served(settings: Any, nats_url: str) -> AsyncIterator[tuple[Bus, str]]
     options = ServeOptions(
         url=nats_url,
         prefix=prefix,
+        reply_prefixes=reply_prefixes(prefix),
         shutdown_grace=0.2,
         metrics_listen="127.0.0.1:0",
         idempotency=settings.idempotency,

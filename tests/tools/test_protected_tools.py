@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from interaction_worker import Sandbox, ToolRegistry
 from interaction_worker.app import build_worker
@@ -258,4 +260,42 @@ async def test_the_environment_of_the_worker_is_no_file_a_tool_reads(
         with pytest.raises(PermissionDenied):
             await worker.call_tool(
                 {"call": {"id": "c", "name": tool, "arguments": {"path": path}}}
+            )
+
+
+async def test_no_tool_reads_an_mcp_servers_tokens_or_private_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token directory outside the data directory (`data_dir` elsewhere) and a key file in the
+    workspace: both are the worker's secrets as soon as a server's `auth:` names them."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    (tmp_path / "signing.pem").write_bytes(pem)
+    servers = {
+        "billing": {
+            "transport": "http",
+            "url": "https://billing.example.test/mcp",
+            "auth": {
+                "type": "client_credentials",
+                "client_id_env": "BILLING_ID",
+                "private_key_file": "signing.pem",
+                "issuer": "https://billing.example.test",
+            },
+            "required": False,
+        }
+    }
+    monkeypatch.setenv("BILLING_ID", "id")
+    settings = parse_settings({"mcp": {"servers": servers}}, base_dir=tmp_path)
+    worker = build_worker(settings, env={"BILLING_ID": "id"})
+    for tool, args in [
+        ("read_text", {"path": "signing.pem"}),
+        ("cat", {"path": "./signing.pem"}),
+    ]:
+        with pytest.raises(PermissionDenied):
+            await worker.call_tool(
+                {"call": {"id": "k", "name": tool, "arguments": args}}
             )
