@@ -695,6 +695,11 @@ async def test_no_account_can_answer_read_or_deliver_where_another_listens(
             ledger_key = f"$KV.interaction_ledger.tool.{subject_key('victim-3')}"
             await attacker.nc.publish(ledger_key, b"{}")
             await attacker.refused("Publish", ledger_key)
+            # Nor read the MCP servers' OAuth tokens, nor may the operator (no export names them).
+            for reader in (attacker, operator):
+                tokens = "$JS.API.DIRECT.GET.KV_interaction_mcp_auth.$KV.interaction_mcp_auth.docs"
+                await reader.nc.publish(tokens, b"")
+                await reader.refused("Publish", tokens)
             # The operator aims a push consumer of the events stream at the call subject.
             created = await aim_a_push_consumer_at_the_calls(operator)
             if created is not None:

@@ -438,6 +438,16 @@ def test_the_workers_keep_their_streams_and_answer_where_the_accounts_listen() -
             assert f"$JS.API.CONSUMER.{action}.{names.calls}.{consumer}" in publish
         assert f"$JS.ACK.{names.calls}.{consumer}.>" in publish
     assert f"$KV.{names.bucket}.>" in publish
+    # The MCP servers' OAuth tokens: the workers' alone, exported to nobody.
+    for subject in (
+        "$JS.API.STREAM.INFO.KV_interaction_mcp_auth",
+        "$JS.API.STREAM.CREATE.KV_interaction_mcp_auth",
+        "$KV.interaction_mcp_auth.>",
+        "$JS.API.DIRECT.GET.KV_interaction_mcp_auth.>",
+    ):
+        assert subject in publish
+    exported = (NATS / "accounts.conf").read_text().split("exports: [", 1)[1]
+    assert "mcp_auth" not in exported.split("]", 1)[0]
     # Never delete or purge: nothing in the workers' rights names another JetStream action.
     assert not [s for s in publish if re.search(r"DELETE|PURGE|STEPDOWN|REMOVE", s)]
     assert rights(WORKERS, "subscribe") == names.requests | {"$SRV.>", "_INBOX.>"}
