@@ -80,7 +80,7 @@ def busy_port() -> Iterator[int]:
 async def test_token_client_round_trips_a_message(tmp_path: Path) -> None:
     with anyio.fail_after(START_BOUND):
         async with EmbeddedNatsServer(tmp_path / "data", port=0) as server:
-            nc = await _connect(server.url, token=server.token)
+            nc = await _connect(server.url, **server.credentials)
             got: list[bytes] = []
             received = anyio.Event()
 
@@ -98,21 +98,23 @@ async def test_token_client_round_trips_a_message(tmp_path: Path) -> None:
 async def test_jetstream_is_enabled(tmp_path: Path) -> None:
     with anyio.fail_after(START_BOUND):
         async with EmbeddedNatsServer(tmp_path / "data", port=0) as server:
-            nc = await _connect(server.url, token=server.token)
+            nc = await _connect(server.url, **server.credentials)
             info = await nc.jetstream().account_info()
             await nc.close()
     assert info.streams == 0
     assert (tmp_path / "data" / "nats" / "jetstream").is_dir()
 
 
-@pytest.mark.parametrize("token", [None, "wrong"], ids=["no-token", "wrong-token"])
+@pytest.mark.parametrize(
+    "password", [None, "wrong"], ids=["no-password", "wrong-password"]
+)
 async def test_client_without_the_token_is_refused(
-    tmp_path: Path, token: str | None
+    tmp_path: Path, password: str | None
 ) -> None:
     with anyio.fail_after(START_BOUND):
         async with EmbeddedNatsServer(tmp_path / "data", port=0) as server:
             with pytest.raises(nats.errors.Error, match="Authorization Violation"):
-                await _connect(server.url, token=token)
+                await _connect(server.url, user="worker", password=password)
 
 
 async def test_secrets_are_private_and_not_on_the_command_line(tmp_path: Path) -> None:
@@ -137,7 +139,7 @@ async def test_second_start_reuses_the_token(tmp_path: Path) -> None:
         async with EmbeddedNatsServer(data, port=0) as first:
             first_token = first.token
         async with EmbeddedNatsServer(data, port=0) as second:
-            nc = await _connect(second.url, token=first_token)
+            nc = await _connect(second.url, user="worker", password=first_token)
             await nc.close()
     assert second.token == first_token
 
@@ -182,7 +184,7 @@ async def test_default_port_falls_back_when_4222_is_taken(tmp_path: Path) -> Non
         with anyio.fail_after(START_BOUND):
             async with EmbeddedNatsServer(tmp_path / "data") as server:
                 assert not server.url.endswith(":4222")
-                nc = await _connect(server.url, token=server.token)
+                nc = await _connect(server.url, **server.credentials)
                 await nc.close()
 
 
@@ -226,7 +228,7 @@ async def test_data_dir_with_quotes_and_backslashes_works(tmp_path: Path) -> Non
     data = tmp_path / 'da ta"\\x é' / "data"
     with anyio.fail_after(START_BOUND):
         async with EmbeddedNatsServer(data, port=0) as server:
-            nc = await _connect(server.url, token=server.token)
+            nc = await _connect(server.url, **server.credentials)
             await nc.jetstream().account_info()
             await nc.close()
     assert (data / "nats" / "jetstream").is_dir()

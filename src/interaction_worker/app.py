@@ -24,8 +24,14 @@ from .config import (
     SinkSettings,
     WebSearchSettings,
     credential_files,
+    browser_subjects,
+    history_streams,
+    listen_address,
     nats_connect_options,
+    websocket_tls,
 )
+from .config.values import Rule
+from .embedded import BrowserAccess, WebSocketListener
 from .errors import ConfigurationError, RegistrationError
 from .mcp import connection_from_settings
 from .mcp.auth import TokenPlace
@@ -302,6 +308,11 @@ def serve_options(
         connect_options=nats_connect_options(env)
         if settings.nats.url is not None
         else {},
+        websocket=websocket_listener(settings, env),
+        browsers=BrowserAccess(
+            subjects=browser_subjects(settings.output),
+            streams=history_streams(settings.output),
+        ),
     )
 
 
@@ -323,6 +334,26 @@ def mcp_credential_files(settings: Settings) -> list[Path]:
     files = token_place(settings).paths()
     files += [a.private_key_file for a in servers if a.private_key_file is not None]
     return files
+
+
+def websocket_listener(
+    settings: Settings, env: Mapping[str, str]
+) -> WebSocketListener | None:
+    """The embedded server's WebSocket listener (`nats.websocket`), with its certificate when the
+    environment gives one; None with a NATS URL, whose server has its own configuration.
+
+    Raises:
+        ConfigurationError: the certificate or key variables are wrong.
+    """
+    if settings.nats.url is not None or settings.nats.websocket is None:
+        return None
+    address = listen_address(settings.nats.websocket)
+    assert not isinstance(address, Rule)  # checked when the file was read
+    host, port = address
+    tls = websocket_tls(env)
+    if tls is None:
+        return WebSocketListener(host, port)
+    return WebSocketListener(host, port, cert=tls[0], key=tls[1])
 
 
 def _mcp(

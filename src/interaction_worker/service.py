@@ -20,7 +20,13 @@ from nats.errors import SlowConsumerError
 from . import event_loop
 from .config import DurableSettings, IdempotencySettings, listen_address
 from .config.values import Rule
-from .embedded import EmbeddedNatsServer
+from .embedded import (
+    UI_USER,
+    BrowserAccess,
+    EmbeddedNatsServer,
+    WebSocketListener,
+    ui_token_path,
+)
 from .errors import McpClientError, ServeError
 from .nodes.protected import PROCESS_FILES
 from .subscribers import SERVICE_NAME, Discovery, DurableBinding, NatsBinding
@@ -68,6 +74,9 @@ class ServeOptions:
     metrics_listen: str | None = None
     # `tracing.enabled` (docs/tracing.md): spans, exported as the OTEL_* variables say.
     tracing: bool = False
+    # The embedded server's WebSocket listener (`nats.websocket`) and what its `ui` user may read.
+    websocket: WebSocketListener | None = None
+    browsers: BrowserAccess = field(default_factory=BrowserAccess)
 
 
 @dataclass
@@ -186,11 +195,23 @@ async def serve(
         url = options.url
         connect_options = dict(options.connect_options)
         if url is None:
-            embedded = EmbeddedNatsServer(options.data_dir, port=options.port)
+            embedded = EmbeddedNatsServer(
+                options.data_dir,
+                port=options.port,
+                websocket=options.websocket,
+                browsers=options.browsers,
+            )
             await embedded.start()
             stack.push_async_callback(embedded.stop)
             url = embedded.url
-            connect_options["token"] = embedded.token
+            connect_options.update(embedded.credentials)
+            if embedded.websocket_url is not None:
+                _LOGGER.info(
+                    "browsers on %s as the user %s, whose password is in %s",
+                    embedded.websocket_url,
+                    UI_USER,
+                    ui_token_path(options.data_dir),
+                )
         client = await _connect_unless_stopped(
             url, _with(options, connect_options), stats, stop
         )

@@ -155,11 +155,12 @@ def test_the_embedded_servers_token_goes_only_to_the_server_it_belongs_to(
         project, {"INTERACTION_NATS_TOKEN": "mine"}, nats_url="nats://127.0.0.1:4321"
     )
 
+    # The server knows a `worker` user whose password is the token (docs/configuration.md 3).
     assert (default.url, default.options) == (
         "nats://127.0.0.1:4321",
-        {"token": "t" * 24},
+        {"user": "worker", "password": "t" * 24},
     )
-    assert named.options == {"token": "t" * 24}
+    assert named.options == {"user": "worker", "password": "t" * 24}
     assert other.options == {}
     assert "records another server" in other.credentials
     assert by_env.options == {"token": "mine"}

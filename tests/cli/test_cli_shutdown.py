@@ -183,7 +183,7 @@ async def connect(served: Served) -> Client:
     credentials = read_embedded_credentials(served.data_dir)
     assert credentials is not None
     url, token = credentials
-    return await nats.connect(url, token=token, allow_reconnect=False)
+    return await nats.connect(url, user="worker", password=token, allow_reconnect=False)
 
 
 async def call(client: Client, seconds: float, call_id: str) -> dict[str, Any]:

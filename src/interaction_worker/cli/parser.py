@@ -214,6 +214,12 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
         help="serve /metrics, /healthz and /readyz on HOST:PORT (port 0: any free one; "
         "default: the file's metrics.listen)",
     )
+    run.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow the embedded server's WebSocket listener (nats.websocket) beyond loopback; "
+        "it then needs INTERACTION_NATS_WS_CERT and INTERACTION_NATS_WS_KEY",
+    )
     _common(run, client_side=False)
 
     # Its own -h: `call TOOL --help` describes the tool, `call --help` the command.

@@ -15,6 +15,7 @@ from .. import service
 from ..app import build_worker, serve_options
 from ..asyncapi import ASYNCAPI_FILE, asyncapi_document, asyncapi_text
 from ..config import Settings, load_settings
+from ..embedded import remote_problem
 from ..event_loop import LoopUnavailable
 from ..schema import wire_schemas, write_schemas
 from ..worker import InteractionWorker
@@ -42,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
     code = _import_app(args.app) if args.app else None
     worker = build_worker(settings, code)
     options = serve_options(settings, os.environ, port=args.port)
+    if options.websocket is not None:
+        problem = remote_problem(options.websocket, allow_remote=args.allow_remote)
+        if problem is not None:
+            raise UsageError(problem)
 
     def ready(url: str) -> None:
         print(f"ready {url}", flush=True)

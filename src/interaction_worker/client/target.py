@@ -25,7 +25,7 @@ from ..config import (
     load_settings,
     nats_connect_options,
 )
-from ..embedded import read_embedded_credentials
+from ..embedded import read_embedded_credentials, token_path, worker_credentials
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
 DATA_DIR_NAME = ".interaction"
@@ -99,7 +99,8 @@ def resolve_target(
     embedded server recorded in the data directory, else `nats://127.0.0.1:4222`.
 
     Credentials come from the environment; without any, a URL that is the recorded embedded server's
-    gets its token, so `--nats-url` naming that server works as the default does."""
+    connects as its `worker` user, whose password is the data directory's token, so `--nats-url`
+    naming that server works as the default does."""
     prefix = prefix or project.settings.subjects.prefix
     options = nats_connect_options(env)
     if nats_url:
@@ -110,7 +111,7 @@ def resolve_target(
         url, origin = project.settings.nats.url, "nats.url of the configuration"
     else:
         url, origin = None, ""
-    token_file = project.data_dir / "token"
+    token_file = token_path(project.data_dir)
     if any(name in options for name in _CREDENTIAL_NAMES):
         return Target(
             url or DEFAULT_URL,
@@ -128,7 +129,7 @@ def resolve_target(
             )
         return Target(
             url,
-            {**options, "token": embedded[1]},
+            {**options, **worker_credentials(embedded[1])},
             prefix,
             origin,
             f"token from {token_file}",

@@ -8,7 +8,7 @@ with one line per problem, each naming its key; no message carries a value from 
 environment.
 """
 
-from .environment import credential_files, nats_connect_options
+from .environment import credential_files, nats_connect_options, websocket_tls
 from .loading import (
     CONFIG_ENV,
     DEFAULT_FILE,
@@ -38,6 +38,7 @@ from .model import (
     TracingSettings,
     WebSearchSettings,
 )
+from .output import browser_subjects, delivery_subject, history_streams
 from .parsing import NATS_URL_EXAMPLE, NATS_URL_SCHEMES, parse_settings
 from .values import (
     format_duration,
@@ -72,13 +73,17 @@ __all__ = [
     "ToolSettings",
     "TracingSettings",
     "WebSearchSettings",
+    "browser_subjects",
     "config_path",
     "credential_files",
+    "delivery_subject",
     "format_duration",
+    "history_streams",
     "listen_address",
     "load_settings",
     "nats_connect_options",
     "parse_duration",
     "parse_settings",
     "url_problem",
+    "websocket_tls",
 ]

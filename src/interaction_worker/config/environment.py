@@ -12,6 +12,7 @@ from typing import Any
 
 import nkeys  # type: ignore[import-untyped]
 
+from ..errors import ConfigurationError
 from .values import Problems
 
 CREDS = "INTERACTION_NATS_CREDS"
@@ -22,6 +23,9 @@ TOKEN = "INTERACTION_NATS_TOKEN"
 TLS_CA = "INTERACTION_NATS_TLS_CA"
 TLS_CERT = "INTERACTION_NATS_TLS_CERT"
 TLS_KEY = "INTERACTION_NATS_TLS_KEY"
+# The embedded server's WebSocket listener (docs/configuration.md 3): its own certificate, for browsers.
+WS_CERT = "INTERACTION_NATS_WS_CERT"
+WS_KEY = "INTERACTION_NATS_WS_KEY"
 
 _KINDS: tuple[tuple[str, ...], ...] = (
     (CREDS,),
@@ -63,9 +67,60 @@ def nats_connect_options(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def credential_files(env: Mapping[str, str]) -> tuple[Path, ...]:
-    """The files the environment names that hold a credential (a creds file, a TLS key), which no
-    tool may read (docs/tools.md); the CA and the certificate are public."""
-    return tuple(Path(env[name]) for name in (CREDS, TLS_KEY) if env.get(name))
+    """The files the environment names that hold a credential (a creds file, a TLS key, the
+    WebSocket listener's key), which no tool may read (docs/tools.md); the CA and the certificates
+    are public."""
+    return tuple(Path(env[name]) for name in (CREDS, TLS_KEY, WS_KEY) if env.get(name))
+
+
+def websocket_tls(env: Mapping[str, str]) -> tuple[Path, Path] | None:
+    """The certificate and key of the embedded server's WebSocket listener, absolute, or None when
+    neither variable is set.
+
+    Raises:
+        ConfigurationError: one set without the other, a file that cannot be read, not a PEM
+            certificate and its unencrypted key.
+    """
+    problems = Problems()
+    cert, key = env.get(WS_CERT) or None, env.get(WS_KEY) or None
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        given, missing = (WS_CERT, WS_KEY) if key is None else (WS_KEY, WS_CERT)
+        raise ConfigurationError(f"{given} is set without {missing}")
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _load_pair(server, (WS_CERT, cert), (WS_KEY, key), problems)
+    problems.raise_if_any()
+    return Path(cert).absolute(), Path(key).absolute()
+
+
+def _load_pair(
+    context: ssl.SSLContext,
+    cert: tuple[str, str],
+    key: tuple[str, str],
+    problems: Problems,
+) -> bool:
+    """Load a certificate and its key, each given as (variable, path), into `context`; False, with
+    the problems added, when they cannot be read or do not belong together. Checked here because
+    OpenSSL would prompt on the terminal for the password of an encrypted key."""
+    for name, path in (cert, key):
+        try:
+            Path(path).open("rb").close()
+        except OSError as error:
+            problems.add(name, _file_rule(error, "a PEM file"))
+    if problems.lines:
+        return False
+    try:
+        context.load_cert_chain(cert[1], key[1], password=_refuse_password)
+    except _EncryptedKey:
+        problems.add(key[0], "names an encrypted key; give an unencrypted one")
+        return False
+    except OSError as error:
+        problems.lines.append(
+            f"{cert[0]} and {key[0]} {_file_rule(error, 'a PEM certificate and its key')}"
+        )
+        return False
+    return True
 
 
 def _credentials(
@@ -151,22 +206,7 @@ def _tls(values: dict[str, str], problems: Problems) -> ssl.SSLContext | None:
             problems.add(TLS_CA, _file_rule(error, "PEM CA certificates"))
             return None
     if cert is not None and key is not None:
-        for name, path in ((TLS_CERT, cert), (TLS_KEY, key)):
-            try:
-                Path(path).open("rb").close()
-            except OSError as error:
-                problems.add(name, _file_rule(error, "a PEM file"))
-        if problems.lines:
-            return None
-        try:
-            context.load_cert_chain(cert, key, password=_refuse_password)
-        except _EncryptedKey:
-            problems.add(TLS_KEY, "names an encrypted key; give an unencrypted one")
-            return None
-        except OSError as error:
-            problems.lines.append(
-                f"{TLS_CERT} and {TLS_KEY} {_file_rule(error, 'a PEM certificate and its key')}"
-            )
+        if not _load_pair(context, (TLS_CERT, cert), (TLS_KEY, key), problems):
             return None
     return context
 

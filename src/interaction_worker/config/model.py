@@ -37,6 +37,8 @@ OutputPolicy = Literal["all", "any"]
 class NatsSettings:
     url: str | None = None  # None: the embedded server
     name: str = "interaction-worker"
+    # HOST:PORT of the embedded server's WebSocket listener for browsers; None: none.
+    websocket: str | None = None
     # Where this package's clients take their reply inboxes; under subjects.reply_prefixes.
     inbox_prefix: str = "_INBOX"
 
@@ -273,6 +275,7 @@ class Settings:
             "nats": {
                 "url": self.nats.url,
                 "name": self.nats.name,
+                "websocket": self.nats.websocket,
                 "inbox_prefix": self.nats.inbox_prefix,
             },
             "subjects": {

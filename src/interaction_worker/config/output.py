@@ -109,3 +109,30 @@ def _http_url(value: Any) -> str | Rule:
         return Rule(f"must be a URL such as {example}")
     problem = url_problem(value, ("http", "https"), example)
     return value if problem is None else Rule(problem)
+
+
+def delivery_subject(template: str) -> str:
+    """The subject filter that matches every delivery of a sink's subject template: the token
+    holding `{key}` becomes `*`."""
+    return ".".join("*" if "{key}" in token else token for token in template.split("."))
+
+
+def browser_subjects(output: OutputSettings) -> tuple[str, ...]:
+    """What a browser may subscribe to (docs/operations.md, "Browsers"): the deliveries of the
+    `nats` and `jetstream` sinks, never an event."""
+    found = (
+        delivery_subject(sink.subject)
+        for sink in output.sinks
+        if sink.type in ("nats", "jetstream") and sink.subject is not None
+    )
+    return tuple(dict.fromkeys(found))
+
+
+def history_streams(output: OutputSettings) -> tuple[str, ...]:
+    """The `jetstream` sinks' streams, whose history a browser reads with direct gets."""
+    found = (
+        sink.stream
+        for sink in output.sinks
+        if sink.type == "jetstream" and sink.stream is not None
+    )
+    return tuple(dict.fromkeys(found))

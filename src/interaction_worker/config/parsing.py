@@ -101,6 +101,7 @@ def _nats(top: Section) -> NatsSettings:
                 lambda v: len(v) <= 256 and NAME_CHARS.fullmatch(v) is not None,
                 "must be 1 to 256 letters, digits, - or _ (it is also the NATS service name)",
             ),
+            websocket=s.get("websocket", None, _optional_listen),
             inbox_prefix=s.string(
                 "inbox_prefix",
                 "_INBOX",
@@ -303,15 +304,16 @@ def _idempotency(top: Section) -> IdempotencySettings:
         )
 
 
-def _metrics(top: Section) -> MetricsSettings:
-    def listen(value: object) -> str | None | Rule:
-        if value is None:
-            return None
-        address = listen_address(value)
-        return address if isinstance(address, Rule) else str(value)
+def _optional_listen(value: object) -> str | None | Rule:
+    if value is None:
+        return None
+    address = listen_address(value)
+    return address if isinstance(address, Rule) else str(value)
 
+
+def _metrics(top: Section) -> MetricsSettings:
     with top.section("metrics") as s:
-        return MetricsSettings(listen=s.get("listen", None, listen))
+        return MetricsSettings(listen=s.get("listen", None, _optional_listen))
 
 
 def _console(top: Section) -> ConsoleSettings:

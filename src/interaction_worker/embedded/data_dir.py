@@ -1,4 +1,4 @@
-"""The data directory: its lock, the token and the files that say where the server is.
+"""The data directory: its lock, the tokens and the files that say where the server is.
 
 `flock` rather than a pid file alone: the kernel releases a lock when its last holder dies, so a
 lock left by a killed process needs no liveness check that a reused pid would fool.
@@ -18,11 +18,22 @@ from .errors import DataDirInUse, EmbeddedServerError
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,}")
 
 
+def token_path(data_dir: Path) -> Path:
+    """The worker's secret: the password of the embedded server's `worker` user."""
+    return data_dir / "token"
+
+
+def ui_token_path(data_dir: Path) -> Path:
+    """The browsers' secret: the password of the embedded server's read-only `ui` user. Like the
+    rest of the data directory, no tool may read it."""
+    return data_dir / "ui-token"
+
+
 def read_embedded_credentials(data_dir: Path) -> tuple[str, str] | None:
     """Return `(url, token)` of the embedded server recorded in `data_dir`, if both are there."""
     try:
         url = (data_dir / "url").read_text(encoding="utf-8").strip()
-        token = (data_dir / "token").read_text(encoding="utf-8").strip()
+        token = token_path(data_dir).read_text(encoding="utf-8").strip()
     except (FileNotFoundError, NotADirectoryError):
         return None
     if not url or not token:

@@ -1,8 +1,10 @@
 """The embedded nats-server that `interaction-worker run` starts when no NATS URL is configured.
 
-The server listens on loopback only and requires a token. The token lives in `<data_dir>/token`
-and reaches the server through a mode-0600 configuration file, never its command line, which
-every local user can read in `/proc/<pid>/cmdline`.
+The server listens on loopback only (its WebSocket listener for browsers too, unless given a
+certificate) and knows two users (accounts.py): `worker`, whose password is the token in
+`<data_dir>/token`, and the read-only `ui`, whose password is in `<data_dir>/ui-token`. The secrets
+reach the server through a mode-0600 configuration file, never its command line, which every local
+user can read in `/proc/<pid>/cmdline`.
 
 The server belongs to the process that started it. It runs in its own session, so the terminal's
 Ctrl-C reaches only the worker, which stops the server after draining its connection; on Linux it
@@ -23,10 +25,18 @@ from typing import Self
 
 import httpx
 
+from .accounts import (
+    BrowserAccess,
+    accounts_config,
+    adopt_global_store,
+    worker_credentials,
+)
 from .data_dir import (
     data_dir_errors,
     load_or_create_token,
     lock,
+    token_path,
+    ui_token_path,
     write_lock,
     write_private,
 )
@@ -39,6 +49,7 @@ from .process import (
     quote,
     read_ports,
 )
+from .websocket import WebSocketListener, websocket_config
 
 DEFAULT_PORT = 4222
 _STOP_TIMEOUT = 10.0
@@ -48,13 +59,15 @@ _LOG_PREFIX_RE = re.compile(r"^\[\d+\] \S+ \S+ \[\w+\] ")
 
 
 class EmbeddedNatsServer:
-    """A private nats-server with JetStream, on 127.0.0.1, protected by a token.
+    """A private nats-server with JetStream, on 127.0.0.1, for the worker and, read-only, browsers.
 
     Args:
-        data_dir: holds the token, configuration, log, JetStream store and the URL file.
+        data_dir: holds the tokens, configuration, log, JetStream store and the URL file.
         port: `None` for 4222 when free else any free port, `0` for any free port, or exactly this one.
         binary: the nats-server executable; found with `find_nats_server()` when omitted.
         ready_timeout: seconds to wait for the server to accept clients with JetStream enabled.
+        websocket: the WebSocket listener for browsers; None for none.
+        browsers: what the `ui` user may read.
     """
 
     def __init__(
@@ -64,14 +77,20 @@ class EmbeddedNatsServer:
         port: int | None = None,
         binary: str | None = None,
         ready_timeout: float = 15.0,
+        websocket: WebSocketListener | None = None,
+        browsers: BrowserAccess | None = None,
     ) -> None:
         self._data_dir = data_dir.absolute()
         self._port = port
         self._binary = binary
         self._ready_timeout = ready_timeout
+        self._websocket = websocket
+        self._browsers = browsers or BrowserAccess()
         self._proc: asyncio.subprocess.Process | None = None
         self._url: str | None = None
+        self._websocket_url: str | None = None
         self._token: str | None = None
+        self._ui_token: str | None = None
         self._lock_fd: int | None = None
 
     @property
@@ -83,9 +102,27 @@ class EmbeddedNatsServer:
 
     @property
     def token(self) -> str:
+        """The `worker` user's password."""
         if self._token is None:
             raise EmbeddedServerError("the embedded nats-server has not been started")
         return self._token
+
+    @property
+    def credentials(self) -> dict[str, str]:
+        """`nats.connect` options of the `worker` user."""
+        return worker_credentials(self.token)
+
+    @property
+    def ui_token(self) -> str:
+        """The read-only `ui` user's password."""
+        if self._ui_token is None:
+            raise EmbeddedServerError("the embedded nats-server has not been started")
+        return self._ui_token
+
+    @property
+    def websocket_url(self) -> str | None:
+        """`ws://HOST:PORT` (`wss://` with TLS) of the WebSocket listener; None without one."""
+        return self._websocket_url
 
     @property
     def pid(self) -> int:
@@ -130,7 +167,9 @@ class EmbeddedNatsServer:
 
     async def _start(self, binary: str) -> None:
         with data_dir_errors():
-            self._token = load_or_create_token(self._data_dir / "token")
+            self._token = load_or_create_token(token_path(self._data_dir))
+            self._ui_token = load_or_create_token(ui_token_path(self._data_dir))
+            adopt_global_store(self._store_dir)
         if self._port is None:
             listen_port = DEFAULT_PORT if port_is_free(DEFAULT_PORT) else -1
         elif self._port == 0:
@@ -234,14 +273,22 @@ class EmbeddedNatsServer:
             os.ftruncate(fd, 0)
         os.close(fd)
 
+    @property
+    def _store_dir(self) -> Path:
+        return self._data_dir / "nats"
+
     def _config(self, listen_port: int, log: Path) -> str:
+        listener = (
+            [websocket_config(self._websocket)] if self._websocket is not None else []
+        )
         return "\n".join(
             [
                 f"listen: {quote(f'{HOST}:{listen_port}')}",
                 # Monitoring on a random port: readiness is checked through /healthz.
                 f"http: {quote(f'{HOST}:-1')}",
-                f"authorization {{ token: {quote(self.token)} }}",
-                f"jetstream {{ store_dir: {quote(str(self._data_dir / 'nats'))} }}",
+                *listener,
+                accounts_config(self.token, self.ui_token, self._browsers),
+                f"jetstream {{ store_dir: {quote(str(self._store_dir))} }}",
                 f"ports_file_dir: {quote(str(self._data_dir))}",
                 f"log_file: {quote(str(log))}",
                 "",
@@ -273,6 +320,7 @@ class EmbeddedNatsServer:
                             f"{ports['monitoring'][0]}/healthz?js-enabled-only=true"
                         )
                         if (await http.get(health)).status_code == 200:
+                            self._websocket_url = _first(ports.get("websocket"))
                             return ports["nats"][0]
                 await asyncio.sleep(_POLL_INTERVAL)
         raise EmbeddedServerError(
@@ -290,8 +338,22 @@ class EmbeddedNatsServer:
             lines = []
         last = next((line for line in reversed(lines) if line.strip()), "")
         reason = _LOG_PREFIX_RE.sub("", last).replace(str(self._data_dir), "<data_dir>")
+        if "websocket" in reason.lower() and self._websocket is not None:
+            where = f"{self._websocket.host}:{self._websocket.port}"
+            return EmbeddedServerError(
+                f"nats.websocket: cannot listen on {where}: {_after_colon(reason)}"
+            )
         if "address already in use" in reason and port > 0:
             return PortInUse(port)
         return EmbeddedServerError(
             f"nats-server exited with code {code}: {reason or 'no log'}"
         )
+
+
+def _first(urls: object) -> str | None:
+    return urls[0] if isinstance(urls, list) and urls else None
+
+
+def _after_colon(reason: str) -> str:
+    """The system's words at the end of a Go error chain (`listen tcp …: bind: address already in use`)."""
+    return reason.rsplit(": ", 1)[-1]
