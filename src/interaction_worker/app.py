@@ -50,6 +50,7 @@ from .sinks import (
     HttpSink,
     JetStreamSink,
     NatsSink,
+    StreamTemplate,
 )
 from .sinks._lone import bounded
 from .sinks._sinks import sink_name
@@ -245,7 +246,7 @@ def _output(
                 f"output.sinks[{index}].name: {name} is also the name of the sink given in code"
             )
             continue
-        built = _sink(sink, index, problems)
+        built = _sink(sink, index, problems, _history_stream(settings))
         if built is not None:
             sinks.append(built)
     if not sinks:
@@ -259,7 +260,19 @@ def _output(
         return None
 
 
-def _sink(sink: SinkSettings, index: int, problems: list[str]) -> OutputSink | None:
+def _history_stream(settings: Settings) -> StreamTemplate:
+    """How a `jetstream` sink's missing stream is created: kept as the events stream is."""
+    durable = settings.durable
+    return StreamTemplate(
+        max_age=durable.events_max_age,
+        replicas=durable.replicas,
+        duplicate_window=durable.duplicate_window,
+    )
+
+
+def _sink(
+    sink: SinkSettings, index: int, problems: list[str], history: StreamTemplate
+) -> OutputSink | None:
     name, timeout = sink.name, sink.timeout
     try:
         if sink.type == "console":
@@ -270,7 +283,11 @@ def _sink(sink: SinkSettings, index: int, problems: list[str]) -> OutputSink | N
             return NatsSink(sink.subject, name=name, timeout=timeout)
         if sink.type == "jetstream" and sink.subject is not None:
             return JetStreamSink(
-                sink.subject, stream=sink.stream, name=name, timeout=timeout
+                sink.subject,
+                stream=sink.stream,
+                name=name,
+                timeout=timeout,
+                create=history,
             )
         if sink.type == "http" and sink.url is not None:
             return HttpSink(sink.url, name=name, timeout=timeout)

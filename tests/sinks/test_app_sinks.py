@@ -18,6 +18,7 @@ from interaction_worker.sinks import (
     HttpSink,
     JetStreamSink,
     NatsSink,
+    StreamTemplate,
 )
 
 
@@ -81,6 +82,10 @@ def test_every_configured_type_is_built_into_a_fanout_under_the_policy(
     assert isinstance(nats_sink, NatsSink) and nats_sink.subject == "ui.messages.{key}"
     assert isinstance(jetstream, JetStreamSink)
     assert (jetstream.subject, jetstream.stream) == ("deliveries.out", "DELIVERIES")
+    # A missing stream is created as the events stream is kept (docs/configuration.md 1).
+    assert jetstream.create == StreamTemplate(
+        max_age=86400.0, replicas=1, duplicate_window=120.0
+    )
     assert isinstance(http, HttpSink) and http.url == "https://example.test/hook"
     assert isinstance(file, FileSink) and file.path == tmp_path / "deliveries.jsonl"
 

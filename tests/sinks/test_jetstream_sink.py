@@ -18,7 +18,7 @@ from nats.js.api import DeliverPolicy, DiscardPolicy, StreamConfig
 from interaction_worker import DeliveryContext, InteractionWorker, OutputRequest
 from interaction_worker.errors import ConfigurationError
 from interaction_worker.nodes import deliver_output
-from interaction_worker.sinks import JetStreamSink
+from interaction_worker.sinks import JetStreamSink, StreamTemplate
 from interaction_worker.testing import NatsServerFactory
 
 
@@ -259,6 +259,43 @@ async def test_the_worker_hands_its_connection_to_the_sink_on_start(
         receipt = await worker.deliver(_request("d-1"))
         assert receipt.metadata == {"stream": stream, "seq": 1, "duplicate": False}
         await worker.aclose()
+
+
+async def test_a_missing_stream_is_created_for_direct_gets_and_an_existing_one_kept(
+    nats_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    unique = uuid.uuid4().hex
+    stream, base = f"H{unique}", f"h{unique}"
+    template = StreamTemplate(max_age=3600.0, duplicate_window=60.0)
+    client = await nats.connect(nats_url)
+    js = client.jetstream()
+    try:
+        sink = JetStreamSink(f"{base}.user-{{key}}.out", stream=stream, create=template)
+        await sink.start(client)
+        config = (await js.stream_info(stream)).config
+        assert config.subjects == [f"{base}.*.out"]
+        assert (config.allow_direct, config.max_age, config.duplicate_window) == (
+            True,
+            3600.0,
+            60.0,
+        )
+        assert (await _deliver(sink))["status"] == "accepted"
+        # Started again (a restart of the worker): the stream, and what it holds, stay.
+        await JetStreamSink(
+            f"{base}.user-{{key}}.out", stream=stream, create=template
+        ).start(client)
+        assert (await js.stream_info(stream)).state.messages == 1
+        # A stream that cannot be created (its subject is another stream's): logged, and the
+        # receipts say why nothing is stored.
+        clash = JetStreamSink(
+            f"{base}.user-{{key}}.out", stream=f"X{unique}", create=template
+        )
+        await clash.start(client)
+        assert f"cannot create its stream X{unique}" in caplog.text
+        assert (await _deliver(clash, "d-2"))["error"]["code"] == "STREAM_MISMATCH"
+    finally:
+        await js.delete_stream(stream)
+        await client.close()
 
 
 @pytest.mark.parametrize(

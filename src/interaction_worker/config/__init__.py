@@ -38,7 +38,7 @@ from .model import (
     TracingSettings,
     WebSearchSettings,
 )
-from .output import browser_subjects, delivery_subject, history_streams
+from .output import browser_subjects, history_streams
 from .parsing import NATS_URL_EXAMPLE, NATS_URL_SCHEMES, parse_settings
 from .values import (
     format_duration,
@@ -76,7 +76,6 @@ __all__ = [
     "browser_subjects",
     "config_path",
     "credential_files",
-    "delivery_subject",
     "format_duration",
     "history_streams",
     "listen_address",

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..contracts.keys import key_filter
 from .model import SINK_TYPES, OutputSettings, SinkSettings
 from .values import (
     Rule,
@@ -111,17 +112,11 @@ def _http_url(value: Any) -> str | Rule:
     return value if problem is None else Rule(problem)
 
 
-def delivery_subject(template: str) -> str:
-    """The subject filter that matches every delivery of a sink's subject template: the token
-    holding `{key}` becomes `*`."""
-    return ".".join("*" if "{key}" in token else token for token in template.split("."))
-
-
 def browser_subjects(output: OutputSettings) -> tuple[str, ...]:
     """What a browser may subscribe to (docs/operations.md, "Browsers"): the deliveries of the
     `nats` and `jetstream` sinks, never an event."""
     found = (
-        delivery_subject(sink.subject)
+        key_filter(sink.subject)
         for sink in output.sinks
         if sink.type in ("nats", "jetstream") and sink.subject is not None
     )

@@ -28,6 +28,12 @@ def subject_key(identifier: str) -> str:
     )
 
 
+def key_filter(template: str) -> str:
+    """The subject filter that matches every subject of a template (`ui.{key}`, `ui.user-{key}.out`):
+    the token holding `{key}` becomes `*`, since a key is always one token."""
+    return ".".join("*" if "{key}" in token else token for token in template.split("."))
+
+
 def is_safe_header_value(value: str) -> bool:
     """Printable ASCII without leading or trailing spaces: never CR, LF or another control character."""
     return (

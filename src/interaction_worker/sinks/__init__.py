@@ -5,7 +5,7 @@ from .console import ConsoleSink
 from .fanout import FanoutSink
 from .file import FileSink
 from .http import HttpSink
-from .jetstream import JetStreamSink
+from .jetstream import JetStreamSink, StreamTemplate
 from .nats import NatsSink
 
 __all__ = [
@@ -15,5 +15,6 @@ __all__ = [
     "HttpSink",
     "JetStreamSink",
     "NatsSink",
+    "StreamTemplate",
     "delivery_counts",
 ]

@@ -1,15 +1,19 @@
 """A sink that stores each delivery in a JetStream stream, acknowledged, for replay by late readers."""
 
 import asyncio
+import logging
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
+from nats.js.api import StreamConfig
 
 from ..contracts import OutputRequest
+from ..contracts.keys import key_filter
 from ..errors import ConfigurationError
 from ..nodes import DeliveryContext
 from ._bus import (
@@ -31,6 +35,19 @@ from ._receipts import (
 
 _STREAM_NAME = re.compile(r"[A-Za-z0-9_-]{1,255}")
 _STREAM_MISMATCH = 10060  # JSStreamNotMatchErr: the subject is stored by another stream
+_LOGGER = logging.getLogger("interaction_worker.sinks.jetstream")
+
+
+@dataclass(frozen=True)
+class StreamTemplate:
+    """The stream a sink creates at start when its `stream` does not exist yet: over the sink's
+    subject (the `{key}` token as `*`), direct gets allowed, so that pages read its history without
+    a consumer (docs/operations.md, "Browsers"); kept `max_age` seconds, with `replicas` and a
+    `duplicate_window` for `Nats-Msg-Id`."""
+
+    max_age: float
+    replicas: int = 1
+    duplicate_window: float = 120.0
 
 
 class JetStreamSink:
@@ -53,6 +70,8 @@ class JetStreamSink:
             `start(client)`. The sink never closes it.
         name: the sink's name in fan-out receipts and in `Nats-Msg-Id`.
         timeout: seconds to wait for the PubAck.
+        create: with `stream`, how to create it when it is missing at start; None never creates
+            one. A stream that exists is used as it is.
     """
 
     def __init__(
@@ -63,6 +82,7 @@ class JetStreamSink:
         client: Client | None = None,
         name: str = "jetstream",
         timeout: float = DEFAULT_TIMEOUT,
+        create: StreamTemplate | None = None,
     ) -> None:
         if stream is not None and (
             not isinstance(stream, str) or not _STREAM_NAME.fullmatch(stream)
@@ -76,10 +96,52 @@ class JetStreamSink:
         self.timeout = check_timeout(timeout)
         self._connection = Connection(client)
         self._js: tuple[Client, JetStreamContext] | None = None
+        self.create = create
 
     async def start(self, client: Client) -> None:
-        """Publish on `client` (the worker's connection), unless the sink was given one."""
+        """Publish on `client` (the worker's connection), unless the sink was given one; create the
+        stream when asked to and it is missing."""
         self._connection.start(client)
+        if self.create is not None and self.stream is not None:
+            await self._ensure_stream(self._connection.get(self.name), self.create)
+
+    async def _ensure_stream(self, client: Client, template: StreamTemplate) -> None:
+        """A failure is logged, not raised: the worker serves anyway, and this sink's receipts
+        then say why it cannot store (NO_STREAM, STREAM_MISMATCH)."""
+        assert self.stream is not None
+        js = client.jetstream(timeout=self.timeout)
+        try:
+            await js.stream_info(self.stream)
+            return
+        except nats.js.errors.NotFoundError:
+            pass
+        except (nats.errors.Error, TimeoutError) as error:
+            _LOGGER.warning(
+                "sink %s: cannot look up its stream %s: %s",
+                self.name,
+                self.stream,
+                error,
+            )
+            return
+        config = StreamConfig(
+            name=self.stream,
+            subjects=[key_filter(self.subject)],
+            max_age=template.max_age,
+            num_replicas=template.replicas,
+            duplicate_window=template.duplicate_window,
+            allow_direct=True,
+        )
+        try:
+            await js.add_stream(config)
+        except (nats.errors.Error, TimeoutError) as error:
+            _LOGGER.warning(
+                "sink %s: cannot create its stream %s: %s",
+                self.name,
+                self.stream,
+                error,
+            )
+        else:
+            _LOGGER.info("sink %s: created its stream %s", self.name, self.stream)
 
     async def deliver(
         self, request: OutputRequest, context: DeliveryContext
