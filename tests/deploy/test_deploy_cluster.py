@@ -2,10 +2,12 @@
 committed files on loopback, with the committed users, and workers served by `interaction-worker run`
 with the committed worker configuration.
 
-The test sets only what a deployment sets: ports, store directories and the password variables. Each
-node's configuration is a three-line wrapper that includes the committed `nats-N.conf` as it is, moves
-monitoring to loopback, and leaves the store directory to the test (nats-server refuses a store
-directory given both in a file and by `-sd`).
+The test sets only what a deployment sets: ports, store directories, the password variables and the
+WebSocket listener's certificate (NATS_WS_CERT / NATS_WS_KEY, made with trustme). Each node's
+configuration is a wrapper that includes the committed `nats-N.conf` as it is, moves monitoring to
+loopback, leaves the store directory to the test (nats-server refuses a store directory given both in
+a file and by `-sd`), and repeats the committed `websocket` block with another port, since three
+nodes on one machine cannot share one.
 """
 
 import asyncio
@@ -27,6 +29,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import trustme
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -50,6 +53,7 @@ INBOXES = {
     "agent_a": "_INBOX.AGENT_A",
     "agent_b": "_INBOX.AGENT_B",
     "operator": "_INBOX.OPERATOR",
+    "ui": "_INBOX.UI",
 }
 # Bounds that hold on a loaded 2-core machine.
 CLUSTER_BOUND = 30.0
@@ -92,11 +96,20 @@ worker = InteractionWorker(tools=[Count()], sandbox=Sandbox(tools=["count"]))
 
 
 class Cluster:
-    """Three nodes from deploy/nats, named as their files name them (nats-1 .. nats-3)."""
+    """Three nodes from deploy/nats, named as their files name them (nats-1 .. nats-3), each with
+    its WebSocket port and the CA whose certificate the WebSocket listeners present."""
 
-    def __init__(self, servers: list[NatsServer], passwords: dict[str, str]) -> None:
+    def __init__(
+        self,
+        servers: list[NatsServer],
+        passwords: dict[str, str],
+        websocket_ports: list[int],
+        ca: trustme.CA,
+    ) -> None:
         self.servers = servers
         self.passwords = passwords
+        self.websocket_ports = websocket_ports
+        self.ca = ca
 
     def node(self, name: str) -> NatsServer:
         return self.servers[int(name.rsplit("-", 1)[1]) - 1]
@@ -141,32 +154,60 @@ async def start_cluster(
     for user, password in passwords.items():
         # The servers read them from their environment (accounts.conf's $NATS_<USER>_PASSWORD).
         monkeypatch.setenv(f"NATS_{user.upper()}_PASSWORD", password)
-    ports = free_ports(3)
-    routes = ",".join(f"nats://127.0.0.1:{port}" for port in ports)
+    # The WebSocket listeners' certificate (server.conf's $NATS_WS_CERT / $NATS_WS_KEY), for the
+    # names a browser may give them.
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1", "localhost", "nats.example.com")
+    cert, key = root / "ws-cert.pem", root / "ws-key.pem"
+    cert.write_bytes(b"".join(pem.bytes() for pem in leaf.cert_chain_pems))
+    leaf.private_key_pem.write_to_path(str(key))
+    monkeypatch.setenv("NATS_WS_CERT", str(cert))
+    monkeypatch.setenv("NATS_WS_KEY", str(key))
+    ports = free_ports(6)
+    routes = ",".join(f"nats://127.0.0.1:{port}" for port in ports[:3])
     servers = []
-    for index, port in enumerate(ports, start=1):
+    for index, (port, websocket) in enumerate(
+        zip(ports[:3], ports[3:], strict=True), start=1
+    ):
         servers.append(
             factory(
-                *("-c", str(node_config(root, index))),
+                *("-c", str(node_config(root, index, websocket))),
                 *("--cluster", f"nats://127.0.0.1:{port}", "--routes", routes),
                 workdir=root / f"nats-{index}",
             )
         )
-    cluster = Cluster(servers, passwords)
+    cluster = Cluster(servers, passwords, ports[3:], ca)
     await until_formed(cluster)
     return cluster
 
 
-def node_config(root: Path, index: int) -> Path:
-    """The committed nats-<index>.conf as it is, with monitoring on loopback and JetStream's store
-    left to `-sd` (the committed `jetstream { store_dir }` block is replaced, nothing else)."""
+def node_config(root: Path, index: int, websocket_port: int) -> Path:
+    """The committed nats-<index>.conf as it is, with monitoring on loopback, JetStream's store
+    left to `-sd` (the committed `jetstream { store_dir }` block is replaced) and the committed
+    `websocket` block again on `websocket_port` of loopback, nothing else."""
     wrapper = root / f"node-{index}.conf"
     # nats-server reads an include's path relative to the including file.
     committed = os.path.relpath(DEPLOY / "nats" / f"nats-{index}.conf", root)
     wrapper.write_text(
         f'include "{committed}"\nhttp: 127.0.0.1:8222\njetstream: enabled\n'
+        f"{websocket_block(websocket_port)}\n"
     )
     return wrapper
+
+
+def websocket_block(port: int) -> str:
+    """server.conf's `websocket { … }` block, its `port` line replaced by loopback and `port`."""
+    text = (DEPLOY / "nats" / "server.conf").read_text()
+    start = text.index("\nwebsocket {") + 1
+    end = text.index("\n}\n", start) + 2
+    block, count = re.subn(
+        r"^  port: \d+$",
+        f"  host: 127.0.0.1\n  port: {port}",
+        text[start:end],
+        flags=re.M,
+    )
+    assert count == 1, "server.conf's websocket block has one `port:` line"
+    return block
 
 
 async def until_formed(cluster: Cluster) -> None:
@@ -469,6 +510,7 @@ async def test_each_committed_user_can_do_its_job_and_nothing_else(
                 "interaction.tool.result.>", cb=seen_by_client.on_message
             )
             await ui.nc.subscribe("deliveries.>", cb=seen_by_ui.on_message)
+            await ui.nc.subscribe("stored.deliveries.>", cb=seen_by_ui.on_message)
             await operator.nc.subscribe("interaction.dead.>", cb=dead.on_message)
             await operator.nc.subscribe("deliveries.>", cb=delivered.on_message)
             await asyncio.gather(client.nc.flush(), ui.nc.flush(), operator.nc.flush())
@@ -535,6 +577,22 @@ async def test_each_committed_user_can_do_its_job_and_nothing_else(
             assert receipt.status == "accepted"
             await delivered.until("deliveries.perm-3")
             await seen_by_ui.until("deliveries.perm-3")
+            await seen_by_ui.until("stored.deliveries.perm-3")
+            # A browser reads the stored deliveries' history with direct gets, answered in its
+            # own inbox; the workers created the stream (three replicas, direct gets allowed).
+            stored_deliveries = StreamHistory(
+                ui.nc, "DELIVERIES", "stored.deliveries.>"
+            )
+            last_delivery = await stored_deliveries.last_sequence()
+            assert last_delivery is not None
+            (kept,) = [
+                m async for m in stored_deliveries.read(until=last_delivery, batch=10)
+            ]
+            assert kept.subject == "stored.deliveries.perm-3"
+            assert json.loads(kept.data)["deliveryId"] == "perm-3"
+            streams = await cluster.streams()
+            assert streams["DELIVERIES"]["config"]["allow_direct"] is True
+            assert streams["DELIVERIES"]["config"]["num_replicas"] == 3
             # The console's form lists the tools the worker offers.
             assert "count" in [tool.name for tool in await console.list_tools()]
             # It reads the events' history with direct gets, as the console does, and holds no
@@ -647,7 +705,8 @@ async def test_no_account_can_answer_read_or_deliver_where_another_listens(
             (VICTIM, nats_3),
             ("operator", nats_1),
             ("workers", nats_2),
-        ) as (attacker, victim, operator, inspector):
+            ("ui", nats_1),
+        ) as (attacker, victim, operator, inspector, browser):
             # What the victim listens to: the events of its calls, and a pending inbox of its own.
             pending = f"{INBOXES[VICTIM]}.{secrets.token_hex(8)}"
             heard, overheard, dead = Inbox(), Inbox(), Inbox()
@@ -695,11 +754,23 @@ async def test_no_account_can_answer_read_or_deliver_where_another_listens(
             ledger_key = f"$KV.interaction_ledger.tool.{subject_key('victim-3')}"
             await attacker.nc.publish(ledger_key, b"{}")
             await attacker.refused("Publish", ledger_key)
-            # Nor read the MCP servers' OAuth tokens, nor may the operator (no export names them).
-            for reader in (attacker, operator):
+            # Nor read the MCP servers' OAuth tokens, nor may the operator or a browser (no export names them).
+            for reader in (attacker, operator, browser):
                 tokens = "$JS.API.DIRECT.GET.KV_interaction_mcp_auth.$KV.interaction_mcp_auth.docs"
                 await reader.nc.publish(tokens, b"")
                 await reader.refused("Publish", tokens)
+            # A browser aims the answers of its one right, a direct get of the stored deliveries
+            # (answered even when nothing matches), at the victim's event, its next call's ledger
+            # key and the call subject.
+            for target in (
+                "interaction.tool.result.victim-2",
+                f"$KV.interaction_ledger.tool.{subject_key('victim-3')}",
+                "interaction.tool.call",
+            ):
+                await browser.nc.publish(
+                    "$JS.API.DIRECT.GET.DELIVERIES", b'{"seq": 1}', reply=target
+                )
+            await browser.nc.flush()
             # The operator aims a push consumer of the events stream at the call subject.
             created = await aim_a_push_consumer_at_the_calls(operator)
             if created is not None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import kubernetes_validate.utils as kubernetes  # type: ignore[import-untyped]
 import pytest
+import trustme
 import yaml
 from nats_conf import parse
 
@@ -223,6 +224,18 @@ def test_compose_gives_the_workers_the_same_configuration_plus_its_mcp_server() 
 # --------------------------------------------------------------------------- NATS
 
 
+@pytest.fixture(scope="module")
+def server_variables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Every variable a node reads: the passwords, and the WebSocket listener's certificate and key
+    (files the server loads, hence real ones)."""
+    folder = tmp_path_factory.mktemp("ws-tls")
+    leaf = trustme.CA().issue_cert("nats.example.com")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    cert.write_bytes(b"".join(pem.bytes() for pem in leaf.cert_chain_pems))
+    leaf.private_key_pem.write_to_path(str(key))
+    return password_variables() | {"NATS_WS_CERT": str(cert), "NATS_WS_KEY": str(key)}
+
+
 def nats_check(config: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """nats-server's own parse of a configuration file (`-t`), with `env` as its environment."""
     return subprocess.run(
@@ -240,9 +253,9 @@ def password_variables() -> dict[str, str]:
 
 @pytest.mark.parametrize("node", [1, 2, 3])
 def test_each_node_configuration_is_valid_with_the_password_variables(
-    node: int,
+    node: int, server_variables: dict[str, str]
 ) -> None:
-    env = {"PATH": os.environ.get("PATH", "")} | password_variables()
+    env = {"PATH": os.environ.get("PATH", "")} | server_variables
     checked = nats_check(NATS / f"nats-{node}.conf", env)
     assert checked.returncode == 0, checked.stderr
     assert re.search(
@@ -250,9 +263,11 @@ def test_each_node_configuration_is_valid_with_the_password_variables(
     )
 
 
-def test_a_node_refuses_to_start_without_a_password_variable() -> None:
-    for variable in password_variables():
-        env = {"PATH": os.environ.get("PATH", "")} | password_variables()
+def test_a_node_refuses_to_start_without_a_password_or_certificate_variable(
+    server_variables: dict[str, str],
+) -> None:
+    for variable in server_variables:
+        env = {"PATH": os.environ.get("PATH", "")} | server_variables
         del env[variable]
         checked = nats_check(NATS / "nats-1.conf", env)
         assert checked.returncode != 0
@@ -277,6 +292,24 @@ def test_the_cluster_has_three_routed_nodes_with_a_jetstream_store() -> None:
         for n in (1, 2, 3)
     ]
     assert names == [["nats-1"], ["nats-2"], ["nats-3"]]
+
+
+def test_every_node_serves_browsers_over_websocket_with_tls_from_origins_listed() -> (
+    None
+):
+    """docs/operations.md, "Browsers": no plain WebSocket, the certificate from the environment, and
+    an explicit list of the pages' origins (a browser sends its Origin; others are refused)."""
+    websocket = parse((NATS / "server.conf").read_text())["websocket"]
+    assert websocket["tls"] == {
+        "cert_file": "$NATS_WS_CERT",
+        "key_file": "$NATS_WS_KEY",
+    }
+    assert "no_tls" not in websocket and "authorization" not in websocket
+    origins = websocket["allowed_origins"]
+    assert origins and all(re.fullmatch(r"https://[\w.-]+(:\d+)?", o) for o in origins)
+    assert websocket["port"] == "8443"
+    for node in (1, 2, 3):
+        assert "websocket" not in parse((NATS / f"nats-{node}.conf").read_text())
 
 
 def accounts() -> dict[str, dict[str, Any]]:
@@ -347,6 +380,21 @@ class Names:
             for sink in settings.output.sinks
             if sink.type == "nats" and sink.subject is not None
         }
+        # The jetstream sinks' subjects, and the streams that store them: the browsers read their
+        # history with direct gets, and the workers create them when missing.
+        self.stored = {
+            re.sub(r"\{key\}$", ">", sink.subject)
+            for sink in settings.output.sinks
+            if sink.type == "jetstream" and sink.subject is not None
+        }
+        self.sink_streams = {
+            sink.stream
+            for sink in settings.output.sinks
+            if sink.type == "jetstream" and sink.stream is not None
+        }
+        self.browser_history = {
+            f"$JS.API.DIRECT.GET.{stream}" for stream in self.sink_streams
+        }
         self.calls = settings.durable.calls_stream
         self.events_stream = settings.durable.events_stream
         self.streams = (self.calls, self.events_stream, settings.durable.dead_stream)
@@ -363,8 +411,10 @@ def test_the_workers_account_exports_requests_events_inboxes_and_history_only() 
     follows."""
     names = Names(load_config(DEPLOY / "worker.yaml"))
     assert names.sinks == {"deliveries.>"}
+    assert names.stored == {"stored.deliveries.>"}
+    assert names.sink_streams == {"DELIVERIES"}
     services = exported("service")
-    assert set(services) == names.requests | {names.direct_get}
+    assert set(services) == names.requests | {names.direct_get} | names.browser_history
     for subject in names.requests:
         # A short life for the server's mapping of a reply that goes elsewhere (docs/operations.md).
         assert seconds(services[subject]["response_threshold"]) <= 10, subject
@@ -373,11 +423,18 @@ def test_the_workers_account_exports_requests_events_inboxes_and_history_only() 
         "response_type": "stream",
         "accounts": [OPERATOR],
     }
+    for subject in names.browser_history:
+        assert services[subject] == {"response_type": "stream", "accounts": [UI]}
     streams = exported("stream")
-    assert set(streams) == names.events | {names.dead, "_INBOX.*.>"} | names.sinks
+    assert (
+        set(streams)
+        == names.events | {names.dead, "_INBOX.*.>"} | names.sinks | names.stored
+    )
     assert all(streams[subject] == {} for subject in names.events)
     assert streams[names.dead] == {"accounts": [OPERATOR]}
     assert streams["deliveries.>"] == {"accounts": [OPERATOR, UI]}
+    for subject in names.stored:
+        assert streams[subject] == {"accounts": [UI]}
     assert streams["_INBOX.*.>"] == {"account_token_position": "2"}
     # Only the workers' account holds streams.
     assert [a for a, block in accounts().items() if "jetstream" in block] == [WORKERS]
@@ -411,28 +468,41 @@ def test_each_account_imports_and_may_use_what_its_role_needs_and_nothing_else()
         }
         | names.sinks
     )
-    # A browser, by default: the deliveries only (docs/operations.md).
-    assert imported(UI) == {"service": set(), "stream": names.sinks}
-    assert rights(UI, "publish") == set()
-    assert rights(UI, "publish", "deny") == {">"}
-    assert rights(UI, "subscribe") == names.sinks
-    # No account but the workers' holds a JetStream right beyond the history's direct gets: no
+    # A browser, by default (docs/operations.md, "Browsers"): the deliveries of the nats and
+    # jetstream sinks, the stored ones' history through direct gets, answered in its own inbox;
+    # no event, no request.
+    assert imported(UI) == {
+        "service": names.browser_history,
+        "stream": names.sinks | names.stored,
+    }
+    assert rights(UI, "publish") == names.browser_history
+    assert rights(UI, "publish", "deny") == set()
+    assert rights(UI, "subscribe") == names.sinks | names.stored | {"_INBOX.UI.>"}
+    assert not rights(UI, "subscribe") & names.events
+    # No account but the workers' holds a JetStream right beyond the histories' direct gets: no
     # consumer (its push consumer could deliver onto a request subject), no ledger, no stream.
-    for account in (*CLIENT_ACCOUNTS, OPERATOR, UI):
+    for account in (*CLIENT_ACCOUNTS, OPERATOR):
         jetstream = {s for s in rights(account, "publish") if s.startswith("$")}
         assert jetstream <= {names.direct_get}, account
+    jetstream = {s for s in rights(UI, "publish") if s.startswith("$")}
+    assert jetstream == names.browser_history
 
 
 def test_the_workers_keep_their_streams_and_answer_where_the_accounts_listen() -> None:
     settings = load_config(DEPLOY / "worker.yaml")
     names = Names(settings)
     publish = rights(WORKERS, "publish")
-    assert names.events | {names.dead} | names.sinks <= publish
+    assert names.events | {names.dead} | names.sinks | names.stored <= publish
     # Replies: to an account's inbox slice, and to a request's `_R_.` subject through an import.
     assert {"_INBOX.>", "_R_.>"} <= publish
     for stream in (*names.streams, f"KV_{names.bucket}"):
         for action in ("INFO", "CREATE", "UPDATE"):
             assert f"$JS.API.STREAM.{action}.{stream}" in publish
+    # The jetstream sinks' streams: looked up, and created when missing; never updated.
+    for stream in names.sink_streams:
+        for action in ("INFO", "CREATE"):
+            assert f"$JS.API.STREAM.{action}.{stream}" in publish
+        assert f"$JS.API.STREAM.UPDATE.{stream}" not in publish
     for consumer in names.consumers:
         for action in ("INFO", "DURABLE.CREATE", "MSG.NEXT"):
             assert f"$JS.API.CONSUMER.{action}.{names.calls}.{consumer}" in publish
@@ -464,7 +534,7 @@ def test_the_workers_keep_their_streams_and_answer_where_the_accounts_listen() -
 
 
 def check_with_import(
-    tmp_path: Path, account: str, entry: str
+    tmp_path: Path, account: str, entry: str, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
     """nats-server's check of nats-1.conf with accounts.conf's `account` importing `entry` too."""
     text = (NATS / "accounts.conf").read_text()
@@ -478,12 +548,22 @@ def check_with_import(
     server = os.path.relpath(NATS / "server.conf", tmp_path)
     node = tmp_path / "node.conf"
     node.write_text(f'include "{server}"\ninclude ./accounts.conf\n')
-    env = {"PATH": os.environ.get("PATH", "")} | password_variables()
-    return nats_check(node, env)
+    return nats_check(node, {"PATH": os.environ.get("PATH", "")} | env)
 
 
-def test_the_unchanged_accounts_pass_the_same_check(tmp_path: Path) -> None:
-    checked = check_with_import(tmp_path, "AGENT_B", "")
+def test_the_unchanged_accounts_pass_the_same_check(
+    tmp_path: Path, server_variables: dict[str, str]
+) -> None:
+    checked = check_with_import(tmp_path, "AGENT_B", "", server_variables)
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_a_deployment_may_show_the_events_to_its_browsers_by_importing_them(
+    tmp_path: Path, server_variables: dict[str, str]
+) -> None:
+    """The opt-in accounts.conf describes: the events are exported to every account."""
+    entry = '{stream: {account: INTERACTION, subject: "interaction.tool.result.>"}}'
+    checked = check_with_import(tmp_path, "UI", entry, server_variables)
     assert checked.returncode == 0, checked.stderr
 
 
@@ -494,22 +574,31 @@ def test_the_unchanged_accounts_pass_the_same_check(tmp_path: Path) -> None:
         ("AGENT_B", "_INBOX.>"),  # every account's replies
         ("AGENT_A", "interaction.dead.>"),  # the bodies every client sent
         ("UI", "interaction.dead.>"),
+        ("UI", "_INBOX.AGENT_A.>"),
     ],
 )
 def test_a_node_refuses_an_account_that_imports_what_is_not_its_own(
-    account: str, subject: str, tmp_path: Path
+    account: str, subject: str, tmp_path: Path, server_variables: dict[str, str]
 ) -> None:
     entry = f'{{stream: {{account: INTERACTION, subject: "{subject}"}}}}'
-    checked = check_with_import(tmp_path, account, entry)
+    checked = check_with_import(tmp_path, account, entry, server_variables)
     assert checked.returncode != 0
     assert "stream import not authorized" in checked.stderr, checked.stderr
 
 
-def test_a_node_refuses_a_client_account_that_imports_the_history(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("account", "subject"),
+    [
+        ("AGENT_A", "$JS.API.DIRECT.GET.INTERACTION_EVENTS"),
+        ("UI", "$JS.API.DIRECT.GET.INTERACTION_EVENTS"),
+        ("AGENT_A", "$JS.API.DIRECT.GET.DELIVERIES"),
+    ],
+)
+def test_a_node_refuses_an_account_that_imports_a_service_not_its_own(
+    account: str, subject: str, tmp_path: Path, server_variables: dict[str, str]
 ) -> None:
-    entry = '{service: {account: INTERACTION, subject: "$JS.API.DIRECT.GET.INTERACTION_EVENTS"}}'
-    checked = check_with_import(tmp_path, "AGENT_A", entry)
+    entry = f'{{service: {{account: INTERACTION, subject: "{subject}"}}}}'
+    checked = check_with_import(tmp_path, account, entry, server_variables)
     assert checked.returncode != 0
     assert "service import not authorized" in checked.stderr, checked.stderr
 
@@ -569,12 +658,24 @@ def test_compose_mounts_files_that_exist_and_parse() -> None:
 def test_compose_takes_every_password_from_the_environment() -> None:
     services = compose()["services"]
     node_env = services["nats-1"]["environment"]
-    assert sorted(node_env) == sorted(password_variables())
+    tls = {"NATS_WS_CERT", "NATS_WS_KEY"}
+    assert sorted(node_env) == sorted([*password_variables(), *tls])
     for service in services.values():
         for name, value in (service.get("environment") or {}).items():
+            if name in tls:
+                continue  # paths, checked below
             if SECRET_NAME.search(name):
                 # Required from the caller's environment: `${VAR:?message}`, never a value.
                 assert re.fullmatch(r"\$\{NATS_[A-Z_]+_PASSWORD:\?[^}]+\}", value), name
+    # The certificate and key: files of the caller's directory, mounted read-only where the
+    # variables point, on every node; nats-1 publishes the WebSocket port beside the client port.
+    for node in (1, 2, 3):
+        service = services[f"nats-{node}"]
+        (tls_mount,) = [v for v in service["volumes"] if v.endswith(":/etc/nats-ws:ro")]
+        assert re.fullmatch(r"\$\{NATS_WS_TLS_DIR:\?[^}]+\}:/etc/nats-ws:ro", tls_mount)
+        assert service["environment"]["NATS_WS_CERT"] == "/etc/nats-ws/cert.pem"
+        assert service["environment"]["NATS_WS_KEY"] == "/etc/nats-ws/key.pem"
+    assert "127.0.0.1:8443:8443" in services["nats-1"]["ports"]
     assert services["worker"]["environment"]["INTERACTION_NATS_PASSWORD"].startswith(
         "${NATS_WORKERS_PASSWORD:?"
     )
