@@ -10,6 +10,9 @@ NPM_STAMP := $(NPM_DIR)/node_modules/.installed
 CONFORMANCE_DIR := tests/mcp/conformance
 CONFORMANCE_STAMP := $(CONFORMANCE_DIR)/node_modules/.installed
 NODE_STAMP := $(VENV)/.conformance
+# The UI example's browser client (examples/ui/README.md), pinned by its lock file; the browser tests serve it.
+UI_DIR := examples/ui
+UI_STAMP := $(UI_DIR)/node_modules/.installed
 
 .PHONY: install test test-slow lint typecheck pytest run bench bench-instructions schema clean
 
@@ -48,6 +51,15 @@ $(CONFORMANCE_STAMP): $(NODE_STAMP) $(CONFORMANCE_DIR)/package.json $(CONFORMANC
 		echo "npm ci of the conformance suite failed: its test will say so"; \
 	fi
 
+$(UI_STAMP): $(UI_DIR)/package.json $(UI_DIR)/package-lock.json
+	@if ! command -v npm >/dev/null 2>&1; then \
+		echo "npm not found: the UI example's browser tests will be skipped"; \
+	elif (cd $(UI_DIR) && npm ci --no-audit --no-fund --loglevel=error); then \
+		touch $@; \
+	else \
+		echo "npm ci failed: the UI example's browser tests will try again or be skipped"; \
+	fi
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/ruff format --check src tests examples bench
@@ -59,7 +71,7 @@ pytest: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 # pytest exits 5 when no test is selected: not a failure here.
-test-slow: $(STAMP) $(NPM_STAMP) $(CONFORMANCE_STAMP)
+test-slow: $(STAMP) $(NPM_STAMP) $(CONFORMANCE_STAMP) $(UI_STAMP)
 	$(BIN)/python -m pytest -q -m slow; status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ]
 
 test: lint typecheck pytest
@@ -78,4 +90,4 @@ schema: $(STAMP)
 	$(BIN)/interaction-worker schema --out docs/schemas
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache $(NPM_DIR)/node_modules $(CONFORMANCE_DIR)/node_modules
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache $(NPM_DIR)/node_modules $(CONFORMANCE_DIR)/node_modules $(UI_DIR)/node_modules
