@@ -97,17 +97,20 @@ worker = InteractionWorker(tools=[Count()], sandbox=Sandbox(tools=["count"]))
 
 class Cluster:
     """Three nodes from deploy/nats, named as their files name them (nats-1 .. nats-3), each with
-    its WebSocket port and the CA whose certificate the WebSocket listeners present."""
+    the arguments it was started with (to start it again), its WebSocket port, and the CA whose
+    certificate the WebSocket listeners present."""
 
     def __init__(
         self,
         servers: list[NatsServer],
         passwords: dict[str, str],
+        start_args: list[tuple[str, ...]],
         websocket_ports: list[int],
         ca: trustme.CA,
     ) -> None:
         self.servers = servers
         self.passwords = passwords
+        self.start_args = start_args
         self.websocket_ports = websocket_ports
         self.ca = ca
 
@@ -165,18 +168,18 @@ async def start_cluster(
     monkeypatch.setenv("NATS_WS_KEY", str(key))
     ports = free_ports(6)
     routes = ",".join(f"nats://127.0.0.1:{port}" for port in ports[:3])
-    servers = []
+    servers: list[NatsServer] = []
+    start_args: list[tuple[str, ...]] = []
     for index, (port, websocket) in enumerate(
         zip(ports[:3], ports[3:], strict=True), start=1
     ):
-        servers.append(
-            factory(
-                *("-c", str(node_config(root, index, websocket))),
-                *("--cluster", f"nats://127.0.0.1:{port}", "--routes", routes),
-                workdir=root / f"nats-{index}",
-            )
+        args = (
+            *("-c", str(node_config(root, index, websocket))),
+            *("--cluster", f"nats://127.0.0.1:{port}", "--routes", routes),
         )
-    cluster = Cluster(servers, passwords, ports[3:], ca)
+        start_args.append(args)
+        servers.append(factory(*args, workdir=root / f"nats-{index}"))
+    cluster = Cluster(servers, passwords, start_args, ports[3:], ca)
     await until_formed(cluster)
     return cluster
 
