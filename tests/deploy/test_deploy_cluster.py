@@ -28,11 +28,13 @@ from typing import Any
 
 import anyio
 import httpx
+import nats
 import pytest
 import trustme
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from interaction_worker import DeliveryContext, OutputRequest
 from interaction_worker.client import (
     InteractionClient,
     InteractionRequestError,
@@ -40,6 +42,7 @@ from interaction_worker.client import (
 )
 from interaction_worker.console.history import StreamHistory
 from interaction_worker.contracts.keys import subject_key
+from interaction_worker.sinks import NatsSink
 from interaction_worker.testing import NatsServer, NatsServerFactory
 
 pytestmark = pytest.mark.slow
@@ -980,3 +983,71 @@ def documented_metrics() -> set[str]:
     names = set(re.findall(r"`(interaction_[a-z_]+)", section))
     assert names, "docs/operations.md names no metric under ## Alerts"
     return names
+
+
+def documented_per_user_pattern() -> tuple[str, str]:
+    """docs/operations.md's "One subject per end user": its sink subject and, as one server's
+    configuration, its accounts (with a second user, bob, beside alice)."""
+    text = (REPO / "docs" / "operations.md").read_text()
+    block = text.split("**One subject per end user.**", 1)[1].split("```text", 1)[1]
+    block = block.split("```", 1)[0]
+    lines = [line.strip() for line in block.splitlines()]
+    subject = re.search(r'subject: "([^"]+)"', block)
+    assert subject is not None
+
+    def line(start: str) -> str:
+        (found,) = [entry for entry in lines if entry.startswith(start)]
+        return found
+
+    users_at = lines.index(line("users: [ {user: alice"))
+    alice = " ".join(lines[users_at : users_at + 2])
+    alice = re.sub(r"password: \$\w+", "password: pwalice", alice)
+    bob = alice.replace("alice", "bob")
+    users = alice.removesuffix("} ]") + "}, " + bob.removeprefix("users: [ ")
+    return subject[1], (
+        "accounts {\n"
+        f"  INTERACTION {{ users: [{{user: workers, password: pw}}]\n"
+        f"    {line('mappings:')}\n    {line('exports:')} }}\n"
+        f"  UI {{ {line('imports:')}\n    {users} }}\n"
+        "}\n"
+    )
+
+
+async def test_the_documented_per_user_subjects_reach_their_user_only(
+    nats_server_factory: NatsServerFactory, tmp_path: Path
+) -> None:
+    subject, accounts = documented_per_user_pattern()
+    config = tmp_path / "per-user.conf"
+    config.write_text(accounts)
+    server = nats_server_factory("-c", str(config))
+    sink_client = await nats.connect(server.url, user="workers", password="pw")
+    seen: dict[str, Inbox] = {"alice": Inbox(), "bob": Inbox()}
+    readers = []
+    for name, inbox in seen.items():
+        reader = await nats.connect(server.url, user=name, password=f"pw{name}")
+        await reader.subscribe(f"users.{name}.>", cb=inbox.on_message)
+        await reader.flush()
+        readers.append(reader)
+    try:
+        sink = NatsSink(subject, client=sink_client, name="per-user")
+        for delivery_id in ("alice.m1", "bob.m2", "alice.m3 and more"):
+            request = OutputRequest.model_validate(
+                {
+                    "deliveryId": delivery_id,
+                    "message": {"role": "assistant", "content": "x"},
+                }
+            )
+            receipt = await sink.deliver(request, DeliveryContext(delivery_id))
+            assert receipt["status"] == "accepted"
+        await seen["alice"].until("users.alice.2Em3.20and.20more")
+        await seen["bob"].until("users.bob.2Em2")
+        await asyncio.sleep(0.2)
+        assert seen["alice"].subjects() == [
+            "users.alice.2Em1",
+            "users.alice.2Em3.20and.20more",
+        ]
+        assert seen["bob"].subjects() == ["users.bob.2Em2"]
+    finally:
+        await sink.aclose()
+        for client in (sink_client, *readers):
+            await client.close()
