@@ -914,7 +914,8 @@ async def test_two_workers_on_the_cluster_answer_every_call_once_while_a_node_is
         f"executions by worker {sorted(Counter(pid for _, pid in executions).values())}"
     )
     assert killed["answered"] < CALLS  # the node died mid-run
-    # The streams and the ledger's bucket have a replica on every node, the killed one included.
+    # The streams and the ledger's bucket have a replica on every node, the killed one included:
+    # the stored deliveries' too, which the workers created for the jetstream sink.
     replicas = {
         name: detail["config"]["num_replicas"] for name, detail in streams.items()
     }
@@ -924,6 +925,7 @@ async def test_two_workers_on_the_cluster_answer_every_call_once_while_a_node_is
             "INTERACTION_EVENTS",
             "INTERACTION_DEAD",
             "KV_interaction_ledger",
+            "DELIVERIES",
         ],
         3,
     )
