@@ -595,10 +595,16 @@ class Unattended:
 
 def reports(deployment: Deployment, path: str, count: int, within: float) -> list[Any]:
     server = deployment.page_server
-    found = []
+    found: list[Any] = []
     deadline = time.monotonic() + within
     while len(found) < count:
-        kind, body = server.reports.get(timeout=max(0.1, deadline - time.monotonic()))
+        try:
+            kind, body = server.reports.get(
+                timeout=max(0.1, deadline - time.monotonic())
+            )
+        except queue.Empty:
+            log = deployment.root / "chromium.log"
+            pytest.fail(f"{len(found)} of {count} pages reported {path}; see {log}")
         if kind == path:
             found.append(body)
     return found
