@@ -1,7 +1,8 @@
 """The operator console (docs/console.md): a web page of the worker's live events, dead letters and
 deliveries, fed over Server-Sent Events, with a form that sends a call and a delivery."""
 
-from .access import RemoteNotAllowed, check_listen, console_token, is_loopback
+from ..monitoring.http import is_loopback
+from .access import RemoteNotAllowed, check_listen, console_token
 from .bus import BusFeed, Connector, FeedOptions, NotConnected
 from .events import ConsoleEvent, build_event, event_subjects, sink_subject
 from .hub import Hub

@@ -16,10 +16,10 @@ that keep another web site from using a browser that can reach the console.
 
 import hashlib
 import hmac
-import ipaddress
 from pathlib import Path
 
 from ..embedded.data_dir import load_or_create_token
+from ..monitoring.http import is_loopback
 
 TOKEN_FILE = "console-token"
 COOKIE = "interaction_console"
@@ -28,17 +28,6 @@ _COOKIE_PURPOSE = b"interaction-worker console cookie v1"
 
 class RemoteNotAllowed(Exception):
     """A non-loopback address without `--allow-remote`."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` (a name or an address, IPv6 with or without brackets) is this machine only."""
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_listen(host: str, *, allow_remote: bool) -> None:

@@ -1,5 +1,5 @@
 """uvicorn inside a process that owns its event loop and its signals: the metrics endpoints of a served
-worker (`server.py`) and the operator console serve their Starlette apps this way.
+worker (`server.py`), the operator console and the MCP gateway serve their Starlette apps this way.
 
 The listening socket is bound before uvicorn gets it: a busy port fails at once with one line, and the
 bound address (port 0: any free port) is known before anything serves.
@@ -7,10 +7,23 @@ bound address (port 0: any free port) is known before anything serves.
 
 import asyncio
 import contextlib
+import ipaddress
 import socket
 from collections.abc import Iterator
 
 import uvicorn
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address, IPv6 with or without brackets) is this machine only: the
+    rule of every HTTP server of the package that serves loopback without a token."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class CannotListen(Exception):
@@ -62,8 +75,8 @@ async def serving(server: LoopServer, sock: socket.socket) -> asyncio.Task[None]
     return task
 
 
-def url_of(sock: socket.socket) -> str:
-    """`http://HOST:PORT` of a listening socket (an IPv6 host in brackets)."""
+def url_of(sock: socket.socket, scheme: str = "http") -> str:
+    """`http://HOST:PORT` (or `https://`) of a listening socket (an IPv6 host in brackets)."""
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}"
+    return f"{scheme}://{shown}:{port}"
