@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"service"},
     {"app"},
     {"client"},
-    {"flows", "console"},
+    {"flows", "console", "gateway"},
     {"recording"},
     {"testing"},
     {"cli"},

@@ -403,6 +403,12 @@ def failure_cases(project: Run, scratch: Path) -> dict[str, dict[str, list[str]]
     cases["mcp login"] = {"path": ["mcp", "login", "docs", *missing]}
     cases["mcp logout"] = {"path": ["mcp", "logout", "docs", *missing]}
     cases["mcp status"] = {"path": ["mcp", "status", *missing]}
+    # The gateway waits for its server too (its tools come when the bus does); over stdio it writes
+    # only MCP messages, so its broken pipe is the HTTP address it prints.
+    cases["mcp-serve"] = {
+        "pipe": ["mcp-serve", "--http", "127.0.0.1:0", *served],
+        "path": ["mcp-serve", *missing],
+    }
     # record writes nothing on stdout: no broken pipe to end on.
     cases["record"] = {
         "path": ["record", "--out", str(scratch / "missing" / "r.jsonl"), *served],

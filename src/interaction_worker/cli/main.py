@@ -45,6 +45,7 @@ HANDLERS: dict[str, Handler] = {
     "record": _lazy(".record", "record"),
     "replay": _lazy(".replay", "replay"),
     "console": _lazy(".console", "console"),
+    "mcp-serve": _lazy(".gateway", "mcp_serve"),
 }
 
 

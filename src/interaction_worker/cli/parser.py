@@ -478,6 +478,48 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
     )
     _common(console, client_side=True)
 
+    mcp_serve = command(
+        "mcp-serve",
+        "serve the fleet's tools to an MCP host: over stdio, or streamable HTTP with --http",
+    )
+    mcp_serve.add_argument(
+        "--http",
+        type=_listen_address,
+        metavar="ADDR",
+        help="serve streamable HTTP at HOST:PORT/mcp instead of stdio (port 0: any free one)",
+    )
+    mcp_serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --http; needs --tls-cert and --tls-key, and hosts then send "
+        "the bearer token of DATA_DIR/gateway-token",
+    )
+    mcp_serve.add_argument(
+        "--tls-cert",
+        type=Path,
+        metavar="FILE",
+        help="the certificate chain (PEM), for https",
+    )
+    mcp_serve.add_argument(
+        "--tls-key", type=Path, metavar="FILE", help="its private key (PEM)"
+    )
+    mcp_serve.add_argument(
+        "--tool",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="offer this tool of the fleet, repeatable (default: every tool the workers list)",
+    )
+    mcp_serve.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help="also offer the tools of this MCP server behind the fleet, as SERVER__TOOL; "
+        "repeatable",
+    )
+    _common(mcp_serve, client_side=True)
+
     schema = command(
         "schema",
         "the JSON Schemas and the AsyncAPI document: one JSON document on stdout, "
