@@ -26,6 +26,8 @@ from .link import BusLink, BusUnreachable
 _LOGGER = logging.getLogger("interaction_worker.gateway")
 
 CACHE_SECONDS = 5.0
+# A host waits for `tools/list`: a source that does not answer in this time keeps its last tools.
+READ_SECONDS = 10.0
 SEPARATOR = "__"
 MAX_NAME = 64
 # The MCP tool name's characters; the fleet's own names (letters, digits, _ and -) always fit.
@@ -138,9 +140,10 @@ class ToolCatalog:
         if client is None:
             return kept
         try:
-            if server is None:
-                return await client.list_tools()
-            return (await client.mcp_discover(server)).capabilities
+            with anyio.fail_after(READ_SECONDS):
+                if server is None:
+                    return await client.list_tools()
+                return (await client.mcp_discover(server)).capabilities
         except NoWorkerError:
             reason = "no worker serves the prefix"
         except InteractionRequestError as error:
