@@ -23,6 +23,9 @@ KIND is one of:
               (`BENCH_CALLS_<pid>`, `BENCH_EVENTS_<pid>`, `BENCH_DEAD_<pid>`)
   worker-durable-ledger
               `worker-durable` with the ledger on, in a bucket of its own as `worker-ledger`
+  mcp-sdk     the mcp SDK's own low-level server with the no-op tool in process (no bus), over
+              streamable HTTP on 127.0.0.1:`--port`, served as the gateway serves (uvicorn, the SDK's
+              session manager): what an MCP tools/call costs before any bus
 
 Each prints `ready` once subscribed and, on SIGTERM, one JSON line of its own counters; the ledger's
 also counts its bucket's keys and writes (one key per call id: a repeated id is answered from its
@@ -459,6 +462,50 @@ async def ledger_counts(url: str, bucket: str) -> dict[str, int]:
     return {"keys": state.messages, "writes": state.last_seq}
 
 
+def serve_mcp_sdk(args: argparse.Namespace) -> dict[str, Any]:
+    import mcp_types as types
+    import uvicorn
+    from mcp.server import Server
+    from mcp.server.streamable_http_manager import (
+        StreamableHTTPASGIApp,
+        StreamableHTTPSessionManager,
+    )
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from interaction_worker.monitoring.http import LoopServer, listen, serving
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[types.Tool(name="noop", input_schema={"type": "object"})]
+        )
+
+    async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text=CONTENT)])
+
+    server: Server[Any] = Server(
+        "bench", on_list_tools=list_tools, on_call_tool=call_tool
+    )
+    manager = StreamableHTTPSessionManager(app=server)
+    app = Starlette(routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))])
+
+    async def serve_http() -> None:
+        config = uvicorn.Config(
+            app, log_config=None, log_level="warning", access_log=False, lifespan="off"
+        )
+        http = LoopServer(config)
+        asyncio.get_running_loop().add_signal_handler(
+            signal.SIGTERM, lambda: setattr(http, "should_exit", True)
+        )
+        async with manager.run():
+            task = await serving(http, await listen("127.0.0.1", args.port))
+            print("ready", flush=True)
+            await task
+
+    asyncio.run(serve_http())
+    return {}
+
+
 def serve_baseline(args: argparse.Namespace) -> dict[str, Any]:
     if args.loop == "uvloop":
         import uvloop
@@ -483,6 +530,7 @@ def main() -> None:
             "worker-durable",
             "worker-durable-ledger",
             "router",
+            "mcp-sdk",
         ],
     )
     parser.add_argument("url")
@@ -493,6 +541,7 @@ def main() -> None:
         help="worker: also serve a no-op command protocol on P.command",
     )
     parser.add_argument("--concurrency", type=int, default=None)
+    parser.add_argument("--port", type=int, default=0, help="mcp-sdk: the HTTP port")
     parser.add_argument("--max-pending", type=int, default=1000)
     parser.add_argument(
         "--batch",
@@ -512,9 +561,12 @@ def main() -> None:
         help="the event loop; by default asyncio's for the baselines, `run`'s (auto) for the worker",
     )
     args = parser.parse_args()
-    stats = (
-        serve_worker(args) if args.kind.startswith("worker") else serve_baseline(args)
-    )
+    if args.kind.startswith("worker"):
+        stats = serve_worker(args)
+    elif args.kind == "mcp-sdk":
+        stats = serve_mcp_sdk(args)
+    else:
+        stats = serve_baseline(args)
     # The FastStream responder logs to stdout by default: the stats line is found by its prefix.
     print("stats " + json.dumps(stats), flush=True)
     sys.exit(0)

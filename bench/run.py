@@ -22,21 +22,25 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import nats
+from mcp import Client as McpClient
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from interaction_worker.client import InteractionClient
 from interaction_worker.testing import start_nats_server, stop_process
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TICK = os.sysconf("SC_CLK_TCK")
 WARM_UP = 2000  # calls before each request/reply measurement, at most
+GATEWAY_WARM_UP = 200  # the same before the gateway's and InteractionClient's
+MCP_PORT = 18_766  # the mcp SDK's server alone (responders.py mcp-sdk)
 # Every call of the run has an id of its own, warm-ups and repetitions included: the ledger answers
 # a repeated id from its record instead of running the call.
 RUN_ID = secrets.token_hex(4)
@@ -61,6 +65,16 @@ WORKER_DURABLE = "interaction-worker, durable mode"
 WORKER_DURABLE_LEDGER = "interaction-worker, durable mode, idempotency ledger"
 DURABLE = "durable"  # a cell's mode: JetStream publish, reply to Interaction-Reply-To
 FIRE_AND_FORGET = "fire-and-forget"
+# The MCP gateway (docs/gateway.md): the no-op tool through `mcp-serve --http`, one session of the
+# SDK's client, against the same call sent with `InteractionClient`, both 16 in flight.
+HOST_WINDOW = 16
+VIA_CLIENT = f"InteractionClient.call_tool, {HOST_WINDOW} in flight"
+VIA_GATEWAY = (
+    f"MCP tools/call through mcp-serve --http, one session, {HOST_WINDOW} in flight"
+)
+# For reference: what the mcp SDK's server and client cost alone, the no-op tool in process.
+MCP_SDK = "mcp SDK server alone, no-op tool in process, no bus"
+VIA_MCP = f"MCP tools/call, one session, {HOST_WINDOW} in flight"
 IO_BOUND = "I/O-bound tool (5 ms), 256 in flight"
 BACKLOG = "backlog, default max_pending"
 # (window, mode) groups: request/reply by window, the I/O-bound tool beside the 256 no-op calls it is
@@ -72,6 +86,9 @@ MEASUREMENT_ORDER = [
     (256, IO_BOUND),
     (1, DURABLE),
     (64, DURABLE),
+    (HOST_WINDOW, VIA_CLIENT),
+    (HOST_WINDOW, VIA_GATEWAY),
+    (HOST_WINDOW, VIA_MCP),
     (0, FIRE_AND_FORGET),
 ]
 
@@ -336,6 +353,153 @@ async def durable_request_reply(
     )
 
 
+async def lanes(
+    call: Callable[[], Awaitable[object]], n: int, window: int
+) -> tuple[float, list[float]]:
+    """`n` calls of `call`, `window` at a time: the rate and each call's latency."""
+    latencies: list[float] = []
+    counter = iter(range(n))
+
+    async def lane() -> None:
+        for _ in counter:
+            start = time.perf_counter()
+            await call()
+            latencies.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(lane() for _ in range(window)))
+    return n / (time.perf_counter() - start), latencies
+
+
+async def via_client(
+    label: str, responder: Responder, url: str, n: int, window: int
+) -> Figures:
+    """The no-op tool call as a program sends it: `InteractionClient.call_tool`, which also waits
+    for the call's observation."""
+    nc = await nats.connect(url)
+    client = InteractionClient(nc, prefix="interaction")
+
+    async def call() -> None:
+        outcome = await client.call_tool(
+            "noop", call_id=f"call-{RUN_ID}-{next(CALL_IDS)}"
+        )
+        if outcome.result.status != "success":
+            raise SystemExit(
+                f"client/{window}: the no-op call ended {outcome.result.status}"
+            )
+
+    try:
+        await lanes(call, min(GATEWAY_WARM_UP, n), window)
+        cpu0 = responder.cpu_seconds()
+        rate, latencies = await lanes(call, n, window)
+        cpu = responder.cpu_seconds() - cpu0
+    finally:
+        await client.close()
+        await nc.close()
+    return Figures(
+        label,
+        VIA_CLIENT,
+        rate,
+        percentile(latencies, 0.5) * 1000,
+        percentile(latencies, 0.99) * 1000,
+        cpu / n * 1e6,
+    )
+
+
+def start_gateway(url: str, data_dir: str) -> subprocess.Popen[str]:
+    """`interaction-worker mcp-serve --http` in a process of its own, as a user starts it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTERACTION_")}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "interaction_worker.cli",
+            "mcp-serve",
+            "--http",
+            "127.0.0.1:0",
+            "--nats-url",
+            url,
+            "--prefix",
+            "interaction",
+            "--data-dir",
+            data_dir,
+        ],
+        cwd=data_dir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+async def via_gateway(
+    label: str, responder: Responder, url: str, n: int, window: int
+) -> Figures:
+    """The same call from an MCP host: the gateway in a process of its own and one session of the
+    mcp SDK's client in this process (the 2025 handshake)."""
+    with tempfile.TemporaryDirectory() as data_dir:
+        gateway = start_gateway(url, data_dir)
+        try:
+            assert gateway.stdout is not None
+            line = await asyncio.wait_for(
+                asyncio.to_thread(gateway.stdout.readline), 60
+            )
+            if not line.startswith("mcp http"):
+                raise SystemExit("the gateway did not start")
+            figures = await mcp_session(
+                label, VIA_GATEWAY, line.split()[1], responder, n, window, gateway.pid
+            )
+        finally:
+            await asyncio.to_thread(stop, gateway)
+    return figures
+
+
+async def mcp_session(
+    label: str,
+    mode: str,
+    mcp_url: str,
+    responder: Responder,
+    n: int,
+    window: int,
+    gateway_pid: int | None = None,
+) -> Figures:
+    """`n` no-op calls on one session of the SDK's client; the responder's CPU per call, and the
+    gateway's when there is one."""
+    async with McpClient(mcp_url, mode="legacy") as session:
+
+        async def call() -> None:
+            result = await session.call_tool("noop", {})
+            if result.is_error:
+                raise SystemExit(f"{label}: the no-op call failed")
+
+        await lanes(call, min(GATEWAY_WARM_UP, n), window)
+        pids = [responder.proc.pid] + ([gateway_pid] if gateway_pid else [])
+        cpu0 = [cpu_seconds(pid) for pid in pids]
+        rate, latencies = await lanes(call, n, window)
+        cpu = [
+            cpu_seconds(pid) - before for pid, before in zip(pids, cpu0, strict=True)
+        ]
+    extra = {"gateway CPU µs/call": cpu[1] / n * 1e6} if gateway_pid else {}
+    return Figures(
+        label,
+        mode,
+        rate,
+        percentile(latencies, 0.5) * 1000,
+        percentile(latencies, 0.99) * 1000,
+        cpu[0] / n * 1e6,
+        extra,
+    )
+
+
 async def fire_and_forget(
     label: str,
     responder: Responder,
@@ -446,6 +610,8 @@ async def run(
     n_rr = 5_000 if quick else 20_000
     n_seq = 1_000 if quick else 3_000
     n_ff = 20_000 if quick else 100_000
+    # The SDK's client in this process bounds the gateway's rate: fewer calls, the same for both.
+    n_host = 500 if quick else 3_000
     rows: list[Figures] = []
     with tempfile.TemporaryDirectory() as tmp:
         server = start_nats_server(Path(tmp))
@@ -522,6 +688,15 @@ async def run(
                     )
                     for window in (64, 256)
                 ),
+                Cell("worker", WORKER, HOST_WINDOW, mode=VIA_CLIENT, name="client"),
+                Cell("worker", WORKER, HOST_WINDOW, mode=VIA_GATEWAY, name="gateway"),
+                Cell(
+                    "mcp-sdk",
+                    MCP_SDK,
+                    HOST_WINDOW,
+                    ("--port", str(MCP_PORT)),
+                    mode=VIA_MCP,
+                ),
                 Cell("raw", labels["raw"], 0, mode=FIRE_AND_FORGET),
                 Cell(
                     "worker",
@@ -569,6 +744,22 @@ async def run(
                                 subjects[cell.kind],
                                 events[cell.kind],
                                 n_ff,
+                            )
+                        elif cell.mode == VIA_MCP:
+                            figures = await mcp_session(
+                                cell.label,
+                                VIA_MCP,
+                                f"http://127.0.0.1:{MCP_PORT}/mcp",
+                                responder,
+                                n_host,
+                                cell.window,
+                            )
+                        elif cell.mode in (VIA_CLIENT, VIA_GATEWAY):
+                            measure = (
+                                via_client if cell.mode == VIA_CLIENT else via_gateway
+                            )
+                            figures = await measure(
+                                cell.label, responder, url, n_host, cell.window
                             )
                         elif cell.mode == DURABLE:
                             n = n_seq if cell.window == 1 else n_rr
@@ -901,6 +1092,32 @@ def ratios(rows: list[Figures]) -> list[Ratio]:
                     None,
                 ),
             ]
+    via_sdk, via_mcp = find(WORKER, VIA_CLIENT), find(WORKER, VIA_GATEWAY)
+    if via_sdk and via_mcp:
+        found += [
+            Ratio(
+                f"gateway / InteractionClient, no-op tool, {HOST_WINDOW} in flight (req/s)",
+                via_mcp.rate / via_sdk.rate,
+                "(for reference)",
+                None,
+            ),
+            Ratio(
+                f"gateway p50 / InteractionClient p50, {HOST_WINDOW} in flight",
+                via_mcp.p50_ms / via_sdk.p50_ms,
+                "(for reference)",
+                None,
+            ),
+        ]
+    sdk_alone = find(MCP_SDK, VIA_MCP)
+    if via_mcp and sdk_alone:
+        found.append(
+            Ratio(
+                f"gateway / mcp SDK server alone, {HOST_WINDOW} in flight (req/s)",
+                via_mcp.rate / sdk_alone.rate,
+                "(for reference)",
+                None,
+            )
+        )
     if mem:
         slow = mem.extra.get("slow_consumers") or 0
         found += [
@@ -1008,7 +1225,8 @@ def main() -> None:
         metavar="CELL[,CELL]",
         help="measure only these cells, e.g. `--only router/256,faststream/256` (KIND/SCENARIO: "
         "kinds raw, raw-uvloop, faststream, worker, worker-ledger, router, worker-command (64, 256), and at 256 faststream-mw64, "
-        "router-c1; "
+        "router-c1; at 16 client, gateway and mcp-sdk (the no-op call by InteractionClient, "
+        "through mcp-serve, and on the mcp SDK's server alone); "
         "scenarios 1, 64, 256 in flight, ff, io; durable mode, 1 and 64 in flight: raw-durable, "
         "worker-durable, worker-durable-ledger; also `floor`, `backlog`; an unknown name lists "
         "them all); the table is printed, docs/benchmarks.md is left alone",
