@@ -16,6 +16,8 @@ from gateway_harness import LONG_NAME, Fleet, fleet, gateway, serving
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from interaction_worker import InteractionWorker, McpRegistry, McpToolPage, Sandbox
+from interaction_worker.gateway import catalog as gateway_catalog
 from interaction_worker.gateway import server as gateway_server
 from interaction_worker.subscribers.discovery import package_version
 from interaction_worker.testing import NatsServer
@@ -303,3 +305,42 @@ async def test_many_calls_in_flight_on_one_session(url: str) -> None:
             *(client.call_tool("echo", {"text": str(n)}) for n in range(16))
         )
     assert [texts(result) for result in results] == [[str(n)] for n in range(16)]
+
+
+class Silent:
+    """An MCP server behind the fleet that answers a discover only after the gateway stopped
+    waiting for it."""
+
+    async def list_tools(self, cursor: str | None = None) -> McpToolPage:
+        await anyio.sleep(1.0)
+        return McpToolPage()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        raise AssertionError
+
+
+async def test_a_source_that_does_not_answer_does_not_hold_the_list(
+    serve_worker: ServeWorker,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(gateway_catalog, "READ_SECONDS", 0.3)
+    registry = McpRegistry()
+    registry.register("docs", Silent())
+    worker = InteractionWorker(
+        tools=[gateway_harness_tool("here")],
+        mcp=registry,
+        sandbox=Sandbox(tools=["*"], mcp=["docs"]),
+    )
+    served = await serve_worker(worker)
+    quiet = gateway(served.nats_url, served.prefix, tmp_path)
+    async with serving(quiet) as mcp_url, Client(mcp_url, mode="legacy") as client:
+        with anyio.fail_after(5):
+            listed = await client.list_tools()
+    assert [tool.name for tool in listed.tools] == ["here"]
+    # Answered without waiting for the server: its discover was given up on, its tools kept.
+    assert (
+        "cannot list MCP server docs (no answer in time); keeping the last list"
+        in caplog.messages
+    )
