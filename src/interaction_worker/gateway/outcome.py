@@ -1,7 +1,7 @@
 """A call's outcome as the MCP `CallToolResult` a host reads (docs/gateway.md, "What a host gets").
 
-- `content`: a string is one text item; a list gives one item per element: a text, image, audio,
-  resource (embedded) or resource_link item passes through as it is, a message part of type `reference` becomes
+- `content`: a string is one text item; a list gives one item per element: a string is a text item,
+  a text, image, audio, resource (embedded) or resource_link item passes through as it is, a message part of type `reference` becomes
   what the MCP adapter made it from (an image or audio item for a `data:` URI of that media type, an
   embedded resource for one with `text` or `blob`, else a `resource_link`), a `json` part and any
   other JSON become one text item holding its JSON. Each of the result's `references` is a
