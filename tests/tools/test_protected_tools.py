@@ -201,7 +201,8 @@ async def test_the_default_worker_never_reads_its_token(tmp_path: Path) -> None:
     data = tmp_path / ".interaction"
     data.mkdir()
     (data / "token").write_text(f"{SECRET}\n", encoding="utf-8")
-    (data / "console-token").write_text(f"{SECRET}\n", encoding="utf-8")
+    for name in ("console-token", "gateway-token", "ui-token"):
+        (data / name).write_text(f"{SECRET}\n", encoding="utf-8")
     (tmp_path / "user.creds").write_text(f"{SECRET}\n", encoding="utf-8")
     (tmp_path / "tls.key").write_text(f"{SECRET}\n", encoding="utf-8")
     env = {
@@ -212,6 +213,8 @@ async def test_the_default_worker_never_reads_its_token(tmp_path: Path) -> None:
     for tool, args in [
         ("read_text", {"path": ".interaction/token"}),
         ("cat", {"path": ".interaction/console-token"}),
+        ("tail", {"path": ".interaction/gateway-token"}),
+        ("read_text", {"path": ".interaction/ui-token"}),
         ("cat", {"path": "user.creds"}),
         ("head", {"path": "tls.key"}),
     ]:
