@@ -154,11 +154,14 @@ def _register_file_tools(
         search = _web_search_tool(tools.web_search, env, problems)
         tools_to_add += [] if search is None else [search]
     for tool in tools_to_add:
+        key = "commands" if isinstance(tool, ReadOnlyCommandTool) else tool.name
+        if registry.get(tool.name) is not None:
+            problems.append(f"tools.{key}: the tool {tool.name} is also given in code")
+            continue
         try:
             registry.register(tool)
-        except RegistrationError:
-            key = "commands" if isinstance(tool, ReadOnlyCommandTool) else tool.name
-            problems.append(f"tools.{key}: the tool {tool.name} is also given in code")
+        except RegistrationError as error:
+            problems.append(f"tools.{key}: {error}")
     return bool(commands)
 
 

@@ -45,6 +45,7 @@ from .nodes import (
     Sandbox,
     ToolContext,
     ToolRegistry,
+    check_sink,
     deliver_output,
     is_rerunnable,
     observe_request,
@@ -137,6 +138,8 @@ class InteractionWorker:
             self.mcp = McpRegistry()
             for server, client in mcp.items():
                 self.mcp.register(server, client)
+        if output is not None:
+            check_sink(output)
         self.output = output
         self.sandbox = sandbox if sandbox is not None else Sandbox()
         self.sandbox_given = sandbox is not None

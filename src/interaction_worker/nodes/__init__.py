@@ -19,6 +19,7 @@ from .observe import (
 from .output import (
     OutputSink,
     cancelled_receipt,
+    check_sink,
     deliver_output,
     output_receipt,
     output_request,
@@ -47,6 +48,7 @@ __all__ = [
     "ToolContext",
     "ToolRegistry",
     "cancelled_receipt",
+    "check_sink",
     "deliver_output",
     "is_rerunnable",
     "observation_document",

@@ -42,6 +42,7 @@ from ..errors import (
     Timeout,
     Unavailable,
 )
+from ._callables import is_coroutine_function
 from .mcp_answers import answer_fields, capability, result_of, tool_page
 from .sandbox import Sandbox
 from .side_effects import side_effect_starts
@@ -106,6 +107,12 @@ class McpRegistry:
             raise RegistrationError(error.message) from None
         if server in self._clients:
             raise RegistrationError(f"Duplicate MCP server: {server}")
+        for method in ("list_tools", "call_tool"):
+            # Checked now: a discover of all servers would otherwise fail for everyone at each request.
+            if not is_coroutine_function(getattr(client, method, None)):
+                raise RegistrationError(
+                    f"Invalid MCP server {server}: its client's {method} must be an async method"
+                )
         self._clients[server] = client
 
         def unregister() -> bool:

@@ -8,7 +8,8 @@ from pydantic import BaseModel
 
 from ..contracts import ContractError, OutputReceipt, OutputRequest
 from ..contracts import validation as check
-from ..errors import InvalidInput, InvalidResult
+from ..errors import InvalidInput, InvalidResult, RegistrationError
+from ._callables import is_coroutine_function
 from .context import DeliveryContext
 from .side_effects import side_effect_starts
 
@@ -23,6 +24,16 @@ class OutputSink(Protocol):
 
     async def deliver(self, request: OutputRequest, context: DeliveryContext) -> Any:
         """Return an OutputReceipt (a mapping in wire form, or the model)."""
+
+
+def check_sink(sink: object, name: str | None = None) -> None:
+    """RegistrationError for an object that is not a sink: checked when it is given, not at each delivery."""
+    if not is_coroutine_function(getattr(sink, "deliver", None)):
+        named = getattr(sink, "name", None) if name is None else name
+        label = named if isinstance(named, str) and named else type(sink).__name__
+        raise RegistrationError(
+            f"Invalid sink {label}: deliver must be an async method"
+        )
 
 
 def output_request(value: object) -> OutputRequest:

@@ -25,6 +25,7 @@ from ..errors import (
 from .context import ToolContext
 from .sandbox import Sandbox
 from .side_effects import side_effect_starts, starting
+from .tool_definition import checked_definition
 
 T = TypeVar("T")
 
@@ -36,7 +37,9 @@ class RegisteredTool(Protocol):
     """Any object of this shape is a tool.
 
     Optional attributes, read when present: `description`, `effects` (read / write / execute /
-    network), `requires_approval`, `idempotent`, `bounds_own_time`.
+    network), `requires_approval`, `idempotent`, `bounds_own_time`. The attributes of the definition
+    (name, input_schema, description, effects, requires_approval) are checked and read once, when
+    the tool is registered (`tool_definition.py`).
 
     `bounds_own_time = True` says the tool ends every call in time by itself (as the read-only
     commands do, by `tools.commands.timeout`): the worker's `tool_timeout` does not cancel it. It is
@@ -58,17 +61,8 @@ class RegisteredTool(Protocol):
 
 
 def tool_definition(tool: RegisteredTool) -> ToolDefinition:
-    built: dict[str, Any] = {"name": tool.name, "input_schema": dict(tool.input_schema)}
-    description = getattr(tool, "description", None)
-    if description is not None:
-        built["description"] = description
-    effects = getattr(tool, "effects", None)
-    if effects is not None:
-        built["effects"] = list(effects)
-    requires_approval = getattr(tool, "requires_approval", None)
-    if requires_approval is not None:
-        built["requires_approval"] = requires_approval
-    return ToolDefinition.trusted(**built)
+    """The wire definition of a tool; RegistrationError, naming the attribute, for one that is not a tool."""
+    return checked_definition(tool, tool.name)
 
 
 def is_rerunnable(tool: RegisteredTool) -> bool:
@@ -84,6 +78,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Sequence[RegisteredTool] = ()) -> None:
         self._tools: dict[str, RegisteredTool] = {}
+        self._definitions: dict[str, ToolDefinition] = {}
         # Asked on every bus call before it runs: a set lookup, not a getattr on the tool.
         self._bounding_own_time: set[str] = set()
         for tool in tools:
@@ -98,6 +93,7 @@ class ToolRegistry:
             or name in self._tools
         ):
             raise RegistrationError(f"Invalid or duplicate tool: {name}")
+        self._definitions[name] = checked_definition(tool, name)
         self._tools[name] = tool
         if getattr(tool, "bounds_own_time", False) is True:
             self._bounding_own_time.add(name)
@@ -105,6 +101,7 @@ class ToolRegistry:
         def unregister() -> bool:
             if self._tools.get(name) is tool:
                 del self._tools[name]
+                del self._definitions[name]
                 self._bounding_own_time.discard(name)
                 return True
             return False
@@ -124,18 +121,18 @@ class ToolRegistry:
     def list(self, sandbox: Sandbox) -> list[ToolDefinition]:
         """The definitions of the tools the sandbox allows."""
         return [
-            tool_definition(tool)
-            for name, tool in self._tools.items()
+            definition
+            for name, definition in self._definitions.items()
             if sandbox.allows("tools", name)
         ]
 
     def describe(self, name: str, sandbox: Sandbox) -> ToolDefinition:
         """The definition of one tool, checked as a call of it would be: permission, then existence."""
         sandbox.check("tools", name)
-        tool = self._tools.get(name)
-        if tool is None:
+        definition = self._definitions.get(name)
+        if definition is None:
             raise NotFound(f"Unknown tool: {name}")
-        return tool_definition(tool)
+        return definition
 
     async def call(
         self,

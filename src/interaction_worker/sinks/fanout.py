@@ -10,7 +10,13 @@ from nats.aio.client import Client
 
 from ..contracts import OutputRequest, is_safe_message
 from ..errors import ConfigurationError, InvalidResult, RegistrationError
-from ..nodes import DeliveryContext, OutputSink, cancelled_receipt, output_receipt
+from ..nodes import (
+    DeliveryContext,
+    OutputSink,
+    cancelled_receipt,
+    check_sink,
+    output_receipt,
+)
 from ._receipts import Receipt, check_name, timed_out
 from ._sinks import (
     Deliveries,
@@ -79,6 +85,8 @@ class FanoutSink:
                 raise RegistrationError(
                     f"Sink name {json.dumps(sink_name_, ensure_ascii=False)} is used twice"
                 )
+        for index, sink in enumerate(self.sinks):
+            check_sink(sink, json.dumps(self.names[index], ensure_ascii=False))
         timeouts = []
         for index, sink in enumerate(self.sinks):
             try:
