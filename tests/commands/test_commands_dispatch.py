@@ -7,6 +7,7 @@ import anyio.lowlevel
 import pytest
 
 from interaction_worker.commands import (
+    CommandDefinitionError,
     CommandDispatcher,
     CommandProtocol,
     CommandRejected,
@@ -151,3 +152,63 @@ async def test_binding_copies_the_handlers() -> None:
     assert (await dispatcher.dispatch({"type": "reply", "text": "t"}))[
         "result"
     ] == "reply"
+
+
+# --- handlers of zero, one or two parameters (docs/commands.md 4) -----------------------------
+
+
+async def three_parameters(value: Any, context: Any, extra: Any) -> str:
+    return "never"
+
+
+def keyword_only(value: Any, *, must: Any) -> str:
+    return "never"
+
+
+async def no_parameter_async() -> str:
+    return "awaited"
+
+
+def value_with_default_context(value: Any, context: Any = "default") -> Any:
+    return [value["type"], context]
+
+
+def any_positional(*given: Any) -> int:
+    return len(given)
+
+
+@pytest.mark.parametrize(
+    ("handler", "result"),
+    [
+        pytest.param(lambda: "none", "none", id="zero"),
+        pytest.param(lambda value: value["type"], "unavailable", id="one"),
+        pytest.param(lambda value, context: context, "ctx", id="two"),
+        pytest.param(no_parameter_async, "awaited", id="zero-async"),
+        pytest.param(value_with_default_context, ["unavailable", "ctx"], id="default"),
+        pytest.param(any_positional, 2, id="varargs"),
+    ],
+)
+async def test_a_handler_is_called_with_the_parameters_it_takes(
+    handler: Any, result: Any
+) -> None:
+    dispatcher = Interaction.bind(
+        protocol(), {"reply": lambda: "reply", "unavailable": handler}
+    )
+    outcome = await dispatcher.dispatch({"type": "unavailable"}, "ctx")
+    assert outcome == {"id": "unavailable", "result": result}
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        pytest.param(three_parameters, id="three-required"),
+        pytest.param(keyword_only, id="a-required-keyword"),
+        pytest.param(lambda a, b, c=1, *, d: None, id="a-required-keyword-after"),
+    ],
+)
+def test_a_handler_that_cannot_be_called_so_is_refused_at_bind(handler: Any) -> None:
+    with pytest.raises(CommandDefinitionError) as raised:
+        Interaction.bind(protocol(), {"reply": lambda: "r", "unavailable": handler})
+    assert raised.value.command == "unavailable"
+    assert raised.value.key == "handlers"
+    assert "zero, one or two parameters" in str(raised.value)

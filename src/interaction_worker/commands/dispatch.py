@@ -7,7 +7,25 @@ from typing import Any
 from .errors import CommandDefinitionError
 from .protocol import CommandProtocol
 
-Handler = Callable[[dict[str, Any], Any], Any]
+# `(value, context)`, `(value)` or `()`: a handler is called with what it takes (docs/commands.md 4).
+Handler = Callable[..., Any]
+_TAKES = (2, 1, 0)
+_NOT_CALLABLE_SO = "must take zero, one or two parameters (value, context)"
+
+
+def _arity(command_id: str, handler: Handler) -> int:
+    """How many of `(value, context)` the handler takes: the most of 2, 1, 0 its signature binds."""
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):
+        return 2  # no signature to read (some built-ins): called as documented first
+    for count in _TAKES:
+        try:
+            signature.bind(*(None,) * count)
+        except TypeError:
+            continue
+        return count
+    raise CommandDefinitionError(command_id, "handlers", _NOT_CALLABLE_SO)
 
 
 class CommandDispatcher:
@@ -37,7 +55,10 @@ class CommandDispatcher:
             if not callable(handler):
                 raise CommandDefinitionError(command_id, "handlers", "must be callable")
         self.protocol = protocol
-        self._handlers: dict[str, Handler] = dict(handlers)
+        self._handlers: dict[str, tuple[Handler, int]] = {
+            command_id: (handler, _arity(command_id, handler))
+            for command_id, handler in handlers.items()
+        }
 
     @property
     def catalog(self) -> list[dict[str, Any]]:
@@ -57,14 +78,18 @@ class CommandDispatcher:
         `{"id", "result": <the handler's return value>}`.
         """
         command_id = received.get("id")
-        handler = (
-            self._handlers.get(command_id) if isinstance(command_id, str) else None
-        )
-        if handler is None:
+        bound = self._handlers.get(command_id) if isinstance(command_id, str) else None
+        if bound is None:
             raise ValueError(
                 "run takes what receive returned: its id names no bound command"
             )
-        outcome = handler(received["result"], context)
+        handler, takes = bound
+        if takes == 2:
+            outcome = handler(received["result"], context)
+        elif takes == 1:
+            outcome = handler(received["result"])
+        else:
+            outcome = handler()
         if inspect.isawaitable(outcome):
             outcome = await outcome
         return {"id": command_id, "result": outcome}

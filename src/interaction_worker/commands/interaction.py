@@ -36,9 +36,11 @@ class Interaction:
     def bind(
         protocol: CommandProtocol, handlers: Mapping[str, Handler]
     ) -> CommandDispatcher:
-        """Bind one handler `(result, context) -> value` (or a coroutine) to every command of `protocol`.
+        """Bind one handler to every command of `protocol`: `(result, context)`, `(result)` or `()`,
+        returning a value (or a coroutine); it is called with the parameters it takes.
 
         Raises:
-            CommandDefinitionError: a command has no handler, or a handler names no command.
+            CommandDefinitionError: a command has no handler, a handler names no command, or it
+                cannot be called with zero, one or two arguments.
         """
         return CommandDispatcher(protocol, handlers)
