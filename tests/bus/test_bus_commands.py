@@ -196,7 +196,8 @@ async def test_the_catalog_lists_the_commands_and_their_model_schema(
         "id": "reply",
         "category": "presentation",
         "description": "Show a confirmed explanation",
-        "fields": {"text": {"required": True, "json_schema": {"type": "string"}}},
+        # camelCase on the wire, as every wire key (the Python manifest keeps `json_schema`).
+        "fields": {"text": {"required": True, "jsonSchema": {"type": "string"}}},
     }
     schema = catalog["modelJsonSchema"]
     jsonschema.Draft202012Validator.check_schema(schema)

@@ -85,8 +85,11 @@ class CommandCatalogRequest(WireModel):
 
 
 class CommandField(WireModel):
+    """A field of a command: whether it is required, and the JSON Schema that describes it to a model
+    (not enforced by the protocol)."""
+
     required: bool
-    json_schema: dict[str, Any] = Field(alias="json_schema")
+    json_schema: dict[str, Any]
 
 
 class CommandEntry(WireModel):

@@ -128,6 +128,15 @@ class Commands:
         return [(target, outcome.payload, JSON_HEADERS), event]
 
 
+def wire_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """A manifest entry as the catalog reply writes it: its field entries `{"required", "jsonSchema"}`."""
+    fields = {
+        name: {"required": field["required"], "jsonSchema": field["json_schema"]}
+        for name, field in entry["fields"].items()
+    }
+    return {**entry, "fields": fields}
+
+
 class Catalogs:
     """Answers `P.command.catalog` with the commands the sandbox grants: their manifest and the
     model schema, built once."""
@@ -139,7 +148,9 @@ class Catalogs:
         protocol = dispatcher.protocol
         granted = [sandbox.allows("command_ids", name) for name in protocol.ids]
         manifest = [
-            entry for entry, ok in zip(dispatcher.catalog, granted, strict=True) if ok
+            wire_entry(entry)
+            for entry, ok in zip(dispatcher.catalog, granted, strict=True)
+            if ok
         ]
         schemas = protocol.model_json_schema["anyOf"]
         offered = [schema for schema, ok in zip(schemas, granted, strict=True) if ok]
