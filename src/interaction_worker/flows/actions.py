@@ -79,5 +79,20 @@ class ActionRequest:
     name: str
     arguments: JsonValue
 
+    @classmethod
+    def of(cls, value: "ActionRequest | Mapping[str, Any]") -> "ActionRequest":
+        """An `ActionRequest`, or its mapping form `{"id", "name", "arguments"}`. The values are the
+        model's, checked by the flow (docs/flows.md 3); only the shape is checked here."""
+        if isinstance(value, ActionRequest):
+            return value
+        if not isinstance(value, Mapping):
+            raise TypeError("an action request must be an ActionRequest or its mapping")
+        keys = set(value)
+        if keys != {"id", "name", "arguments"}:
+            raise TypeError(
+                'an action request mapping has exactly the keys "id", "name" and "arguments"'
+            )
+        return cls(id=value["id"], name=value["name"], arguments=value["arguments"])
+
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}

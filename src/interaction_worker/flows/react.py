@@ -9,7 +9,7 @@ ordinary asyncio cancellation.
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 from pydantic import ValidationError
@@ -187,6 +187,18 @@ class _Run:
                     MODEL_ERROR, f"the model provider failed ({type(error).__name__})"
                 ),
             ) from None
+        if isinstance(output, Mapping):
+            # The mapping form of a sample (docs/flows.md 3), from a provider of the caller's.
+            try:
+                output = SampleOutput.of(output)
+            except (TypeError, ValueError):
+                raise _Stop(
+                    "error",
+                    FlowError(
+                        MODEL_ERROR,
+                        "the model provider answered a mapping that is not a sample",
+                    ),
+                ) from None
         if (
             not isinstance(output, SampleOutput)
             or not isinstance(output.message, Message)

@@ -8,7 +8,11 @@ from ..contracts import Message
 from .actions import ActionDescriptor
 from .model_provider import ModelError, SampleOutput
 
-Step = SampleOutput | Callable[[Sequence[Message]], SampleOutput]
+Step = (
+    SampleOutput
+    | Mapping[str, Any]
+    | Callable[[Sequence[Message]], SampleOutput | Mapping[str, Any]]
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,14 +26,19 @@ class SampleCall:
 
 
 class ScriptedModel:
-    """Answers the n-th `sample()` with the n-th step: a `SampleOutput`, or a function of the
-    messages so far that returns one (to answer from what the actions observed).
+    """Answers the n-th `sample()` with the n-th step: a `SampleOutput` or its mapping form
+    (docs/flows.md 3), or a function of the messages so far that returns one (to answer from what the
+    actions observed).
 
-    A call beyond the script raises `ModelError`. `calls` records what each call received.
+    Steps are checked when the script is built: a mapping becomes a `SampleOutput`, anything else
+    that is not callable is a TypeError. A call beyond the script raises `ModelError`, and so does a
+    function that returns something other than a sample. `calls` records what each call received.
     """
 
     def __init__(self, steps: Iterable[Step]) -> None:
-        self.steps: tuple[Step, ...] = tuple(steps)
+        self.steps: tuple[SampleOutput | Callable[[Sequence[Message]], object], ...] = (
+            tuple(_step(number, step) for number, step in enumerate(steps, start=1))
+        )
         self.calls: list[SampleCall] = []
 
     async def sample(
@@ -48,4 +57,27 @@ class ScriptedModel:
                 f"the script has {len(self.steps)} steps, no step {number + 1}"
             )
         step = self.steps[number]
-        return step if isinstance(step, SampleOutput) else step(tuple(messages))
+        if isinstance(step, SampleOutput):
+            return step
+        answer = step(tuple(messages))
+        try:
+            return SampleOutput.of(answer)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ModelError(
+                f"step {number + 1} of the script returned something other than a sample"
+            ) from None
+
+
+def _step(
+    number: int, step: object
+) -> SampleOutput | Callable[[Sequence[Message]], object]:
+    if isinstance(step, SampleOutput | Mapping):
+        try:
+            return SampleOutput.of(step)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"step {number} of the script: {error}") from None
+    if callable(step):
+        return step
+    raise TypeError(
+        f"step {number} of the script must be a SampleOutput, its mapping or a function"
+    )
