@@ -21,6 +21,10 @@ def never(value: dict[str, Any]) -> bool:
     return False
 
 
+async def async_never(value: dict[str, Any]) -> bool:
+    return False
+
+
 def reply(**changes: Any) -> dict[str, Any]:
     declaration: dict[str, Any] = {
         "category": "presentation",
@@ -274,6 +278,49 @@ DEFINE_ERRORS = [
         "reply",
         "refine",
         id="refine-not-callable",
+    ),
+    # Called with the command and not awaited: an async one would be a coroutine, always true.
+    pytest.param(
+        "type",
+        {"reply": one_check(occur=async_never, error="e")},
+        "reply",
+        "checks[0].occur",
+        id="occur-async",
+    ),
+    pytest.param(
+        "type",
+        {"reply": one_check(occur=never, error="e", when=async_never)},
+        "reply",
+        "checks[0].when",
+        id="when-async",
+    ),
+    pytest.param(
+        "type",
+        {"reply": reply(refine=async_never)},
+        "reply",
+        "refine",
+        id="refine-async",
+    ),
+    pytest.param(
+        "type",
+        {"reply": one_check(occur=lambda: True, error="e")},
+        "reply",
+        "checks[0].occur",
+        id="occur-of-no-parameter",
+    ),
+    pytest.param(
+        "type",
+        {"reply": one_check(occur=never, error="e", when=lambda a, b: True)},
+        "reply",
+        "checks[0].when",
+        id="when-of-two-parameters",
+    ),
+    pytest.param(
+        "type",
+        {"reply": reply(refine=lambda *, value: value)},
+        "reply",
+        "refine",
+        id="refine-keyword-only",
     ),
     pytest.param(
         "type",

@@ -6,11 +6,12 @@ so the validator and the schema never meet a raw declaration.
 """
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields as dataclass_fields
 from types import MappingProxyType
 from typing import Any
 
+from ._calls import arity, is_async
 from ._json import copy_json_object
 from .errors import MAX_MESSAGE_LENGTH, CommandDefinitionError, CommandRejected
 from .spec import (
@@ -127,8 +128,8 @@ def normalise_command(
     )
 
     refine = entries.get("refine")
-    if refine is not None and not callable(refine):
-        raise CommandDefinitionError(command, "refine", "must be callable")
+    if refine is not None:
+        _check_function(command, "refine", refine)
 
     owned = entries.get("owned_fields", ())
     if not isinstance(owned, Sequence) or isinstance(owned, str | bytes):
@@ -215,15 +216,29 @@ def _field(command: str, name: str, raw: object) -> FieldSpec:
     return FieldSpec(required=required, json_schema=copied, description=description)
 
 
+def _check_function(command: str, key: str, function: object) -> Callable[..., Any]:
+    """A function called with the command, synchronously: checked here rather than at the first
+    command, where an `async def` would return a coroutine (always true, never run)."""
+    if not callable(function):
+        raise CommandDefinitionError(command, key, "must be callable")
+    if is_async(function):
+        raise CommandDefinitionError(
+            command, key, "must be a plain function, not async"
+        )
+    if arity(function, (1,)) is None:
+        raise CommandDefinitionError(
+            command, key, "must take one parameter (the command)"
+        )
+    return function
+
+
 def _check(command: str, index: int, raw: object) -> CheckSpec:
     key = f"checks[{index}]"
     entries = _entries(raw, CheckSpec, command, key)
-    occur = entries.get("occur")
-    if not callable(occur):
-        raise CommandDefinitionError(command, f"{key}.occur", "must be callable")
+    occur = _check_function(command, f"{key}.occur", entries.get("occur"))
     when = entries.get("when")
-    if when is not None and not callable(when):
-        raise CommandDefinitionError(command, f"{key}.when", "must be callable")
+    if when is not None:
+        _check_function(command, f"{key}.when", when)
     error = entries.get("error")
     if not isinstance(error, str) or not error.strip():
         raise CommandDefinitionError(

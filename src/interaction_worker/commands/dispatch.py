@@ -4,28 +4,13 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ._calls import arity
 from .errors import CommandDefinitionError
 from .protocol import CommandProtocol
 
 # `(value, context)`, `(value)` or `()`: a handler is called with what it takes (docs/commands.md 4).
 Handler = Callable[..., Any]
-_TAKES = (2, 1, 0)
 _NOT_CALLABLE_SO = "must take zero, one or two parameters (value, context)"
-
-
-def _arity(command_id: str, handler: Handler) -> int:
-    """How many of `(value, context)` the handler takes: the most of 2, 1, 0 its signature binds."""
-    try:
-        signature = inspect.signature(handler)
-    except (TypeError, ValueError):
-        return 2  # no signature to read (some built-ins): called as documented first
-    for count in _TAKES:
-        try:
-            signature.bind(*(None,) * count)
-        except TypeError:
-            continue
-        return count
-    raise CommandDefinitionError(command_id, "handlers", _NOT_CALLABLE_SO)
 
 
 class CommandDispatcher:
@@ -56,7 +41,7 @@ class CommandDispatcher:
                 raise CommandDefinitionError(command_id, "handlers", "must be callable")
         self.protocol = protocol
         self._handlers: dict[str, tuple[Handler, int]] = {
-            command_id: (handler, _arity(command_id, handler))
+            command_id: (handler, _takes(command_id, handler))
             for command_id, handler in handlers.items()
         }
 
@@ -100,3 +85,11 @@ class CommandDispatcher:
 
     def __repr__(self) -> str:
         return f"CommandDispatcher({self.protocol!r})"
+
+
+def _takes(command_id: str, handler: Handler) -> int:
+    """How many of `(value, context)` the handler is called with: the most it can take."""
+    count = arity(handler, (2, 1, 0))
+    if count is None:
+        raise CommandDefinitionError(command_id, "handlers", _NOT_CALLABLE_SO)
+    return count
