@@ -339,14 +339,13 @@ def test_each_differing_leaf_is_one_difference_at_its_dotted_path() -> None:
 
 def test_volatile_fields_are_ignored_and_so_are_the_callers_paths() -> None:
     recorded = {
-        "receivedAt": "1",
-        "metadata": {"stream": "S", "seq": 1, "duplicate": False, "at": "1", "n": 1},
-        "content": [{"at": "1", "text": "a", "id": 1}, {"text": "b", "id": 2}],
+        "metadata": {"stream": "S", "seq": 1, "duplicate": False, "n": 1},
+        "content": [{"text": "a", "id": 1}, {"text": "b", "id": 2}],
         "deep": {"metadata": {"seq": 1}},
     }
     replayed = {
         "metadata": {"stream": "T", "seq": 2, "duplicate": True, "n": 1},
-        "content": [{"at": "2", "text": "x", "id": 3}, {"text": "y", "id": 4}],
+        "content": [{"text": "x", "id": 3}, {"text": "y", "id": 4}],
         "deep": {"metadata": {"seq": 2}},
     }
 
@@ -360,7 +359,32 @@ def test_volatile_fields_are_ignored_and_so_are_the_callers_paths() -> None:
     ]
     assert differences(recorded, replayed, "*") == []
     shown = differences({"a": {"at": 1, "b": 2}}, {}, "a.b")
-    assert shown == [("a", {}, MISSING)]  # a value shown without its ignored fields
+    # A value is shown without its ignored fields.
+    assert shown == [("a", {"at": 1}, MISSING)]
+
+
+def test_a_tools_own_at_and_received_at_are_compared_at_any_depth() -> None:
+    """Only the jetstream sink's metadata and the caller's paths are volatile: a tool's `at` is output."""
+    recorded = {
+        "receivedAt": "2026-11-30T12:00:00Z",
+        "structuredContent": {"at": "09:00", "rows": [{"at": 1}]},
+        "metadata": {"at": "a"},
+    }
+    replayed = {
+        "receivedAt": "2026-11-30T12:00:05Z",
+        "structuredContent": {"at": "10:00", "rows": [{"at": 2}]},
+        "metadata": {"at": "b"},
+    }
+
+    assert differences(recorded, replayed) == [
+        ("receivedAt", "2026-11-30T12:00:00Z", "2026-11-30T12:00:05Z"),
+        ("structuredContent.at", "09:00", "10:00"),
+        ("structuredContent.rows.0.at", 1, 2),
+        ("metadata.at", "a", "b"),
+    ]
+    ignored = ("receivedAt", "structuredContent.at", "structuredContent.rows.*.at")
+    assert differences(recorded, replayed, *ignored) == [("metadata.at", "a", "b")]
+    assert differences(recorded, replayed, *ignored, "metadata.at") == []
 
 
 @pytest.mark.parametrize("path", ["", "a..b", ".a", "a."])
@@ -378,7 +402,7 @@ def test_a_recorded_refusal_needs_a_refusal_with_the_same_code() -> None:
     other = Outcome(
         {"error": {"code": "INVALID_INPUT", "message": "b"}}, "INVALID_INPUT"
     )
-    success = Outcome({"status": "success", "at": "x"})
+    success = Outcome({"status": "success", "content": "x"})
 
     assert compare(refused, again, ignored) == []
     assert compare(refused, other, ignored) == [
@@ -388,14 +412,14 @@ def test_a_recorded_refusal_needs_a_refusal_with_the_same_code() -> None:
         (
             "",
             refused.document,
-            {"status": "success"},
+            success.document,
             "a result where the recording has a refusal",
         )
     ]
     assert compare(success, refused, ignored) == [
         (
             "",
-            {"status": "success"},
+            success.document,
             refused.document,
             "a refusal where the recording has a result",
         )

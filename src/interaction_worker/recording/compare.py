@@ -5,10 +5,13 @@ Outcomes are compared as parsed JSON, leaf by leaf, so that a change is reported
 present on one side only is reported at its own path with the other side left out (the wire's rule:
 absent is omitted, never `null`, which is a value).
 
-Volatile fields are left out of the comparison: every key named `receivedAt` or `at`, at any depth
-(they are timestamps wherever a worker, a sink or a command handler writes them), and the jetstream
-sink's `metadata.stream`, `metadata.seq` and `metadata.duplicate`, at the root where that sink puts
-them; plus the caller's `--ignore` paths (dotted, `*` for any one key or list index, from the root).
+Volatile fields are left out of the comparison: the jetstream sink's `metadata.stream`,
+`metadata.seq` and `metadata.duplicate`, at the root where that sink puts them (where a receipt was
+stored, not what was delivered), and the caller's `--ignore` paths (dotted, `*` for any one key or
+list index, from the root). Nothing else is: a key named `at` in a tool's result is the tool's
+output, and a changed one is a difference (docs/replay.md). The worker's own outcomes carry no
+timestamp; a dead letter's `receivedAt` never meets this comparison, a refusal being matched by its
+code alone.
 """
 
 from collections.abc import Iterable, Mapping
@@ -17,7 +20,6 @@ from typing import Any, Final
 
 from .report import MISSING
 
-VOLATILE_KEYS: Final = frozenset({"receivedAt", "at"})
 VOLATILE_PATHS: Final = ("metadata.stream", "metadata.seq", "metadata.duplicate")
 
 NO_RECORDED_OUTCOME: Final = "no recorded outcome"
@@ -54,8 +56,6 @@ class Ignored:
         self._patterns = tuple(patterns)
 
     def __contains__(self, path: Path) -> bool:
-        if path and path[-1] in VOLATILE_KEYS:
-            return True
         return any(
             len(pattern) == len(path)
             and all(p in ("*", token) for p, token in zip(pattern, path, strict=True))
