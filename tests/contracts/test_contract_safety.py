@@ -1,6 +1,8 @@
 """The safety rule of error messages (reference section 2.4, step 4; wire.md section 4).
 
-Beyond the reference the implementation also refuses DEL (0x7f) and Python traceback frames.
+Beyond the reference the implementation also refuses DEL (0x7f), Python traceback frames and the
+common shapes of a credential (a secret-like name given a value, well-known token prefixes, private
+key files and PEM blocks).
 """
 
 import pytest
@@ -53,6 +55,20 @@ SAFE = [
     pytest.param("Traceback (most recent call last)", id="traceback-header"),
     pytest.param('file "x.py", line 3', id="python-frame-lowercase"),
     pytest.param('File "x.py", line', id="python-frame-without-number"),
+    # Near misses of the credential shapes (the additions): a secret-like word without a value, or
+    # inside a longer word, and prefixes without a token after them.
+    pytest.param("max_tokens=5 exceeded", id="tokens-is-not-token"),
+    pytest.param("author: Jane", id="author-is-not-auth"),
+    pytest.param("password is required", id="password-without-value"),
+    pytest.param("Permission denied: tools:token", id="tool-named-token"),
+    pytest.param("Unexpected command argument: api_key", id="argument-named-api-key"),
+    pytest.param("secretary=x", id="secretary"),
+    pytest.param("ASIA and Europe", id="asia-word"),
+    pytest.param("ghp_short", id="ghp-too-short"),
+    pytest.param("xoxb-1", id="xoxb-too-short"),
+    pytest.param("https://user@host/x", id="url-user-without-password"),
+    pytest.param("keyboard.keys", id="keys-extension"),
+    pytest.param("valid_rsa_mode", id="id-rsa-inside-word"),
     pytest.param("a" * MAX_MESSAGE_LENGTH, id="512-ascii"),
     pytest.param("é" * 512, id="512-bmp"),
     pytest.param("😀" * 256, id="256-emoji-is-512-units"),
@@ -104,6 +120,55 @@ UNSAFE = [
     pytest.param("sk-a", id="sk-letter"),
     pytest.param("sk-0", id="sk-digit"),
     pytest.param("task-abc failed", id="sk-inside-word"),
+    # Credential shapes (the additions): a secret-like name given a value.
+    pytest.param("db password=hunter2 rejected", id="password-equals"),
+    pytest.param("PASSWORD = hunter2", id="password-spaced-uppercase"),
+    pytest.param("passwd: x", id="passwd-colon"),
+    pytest.param("db_password=x", id="prefixed-name"),
+    pytest.param("password2=x", id="name-with-digit"),
+    pytest.param("secret=1", id="secret"),
+    pytest.param("client_secret: s3", id="client-secret"),
+    pytest.param("GITHUB_TOKEN=abc", id="env-token"),
+    pytest.param("oauth_token=abc", id="oauth-token"),
+    pytest.param('"api_key": "abc"', id="json-api-key"),
+    pytest.param("apiKey=abc", id="camel-api-key"),
+    pytest.param("x-api-key: abc", id="header-api-key"),
+    pytest.param("AWS_SECRET_ACCESS_KEY=abc", id="aws-secret-access-key"),
+    pytest.param("private_key=abc", id="private-key"),
+    pytest.param("auth=abc", id="auth"),
+    pytest.param("Authorization: Basic dXNlcjpwYXNz", id="authorization-basic"),
+    pytest.param("credentials: u:p", id="credentials"),
+    pytest.param("connect postgres://u:hunter2@db failed", id="url-with-password"),
+    # The well-known token prefixes.
+    pytest.param("ghp_" + "a1" * 18, id="github-classic"),
+    pytest.param("gho_abcdefgh1", id="github-oauth"),
+    pytest.param("ghu_abcdefgh1", id="github-user"),
+    pytest.param("ghs_abcdefgh1", id="github-server"),
+    pytest.param("ghr_abcdefgh1", id="github-refresh"),
+    pytest.param("github_pat_11ABCDEFG0abc", id="github-fine-grained"),
+    pytest.param("glpat-abcdefghij", id="gitlab"),
+    pytest.param("xoxb-1234567890-abc", id="slack-bot"),
+    pytest.param("xoxp-1234567890-abc", id="slack-user"),
+    pytest.param("key AKIAIOSFODNN7EXAMPLE", id="aws-access-key-id"),
+    pytest.param("ASIAIOSFODNN7EXAMPLE", id="aws-session-key-id"),
+    pytest.param("AIza" + "B" * 35, id="google-api-key"),
+    pytest.param("sk_live_abcdefgh1234", id="stripe-secret"),
+    pytest.param("pk_live_abcdefgh", id="stripe-publishable"),
+    pytest.param("rk_live_abcdefgh", id="stripe-restricted"),
+    pytest.param("npm_" + "a" * 36, id="npm"),
+    pytest.param("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig", id="jwt"),
+    # Private keys: their files, and PEM blocks.
+    pytest.param("~/.ssh/id_rsa", id="ssh-dir"),
+    pytest.param("key id_ed25519 missing", id="id-ed25519"),
+    pytest.param("id_ecdsa", id="id-ecdsa"),
+    pytest.param("load server.key failed", id="key-file"),
+    pytest.param("cert.PEM missing", id="pem-file-uppercase"),
+    pytest.param("bundle.p12", id="p12-file"),
+    pytest.param("read ~/.aws/credentials", id="aws-credentials"),
+    pytest.param("~/.netrc", id="netrc"),
+    pytest.param("-----BEGIN RSA PRIVATE KEY-----", id="pem-rsa"),
+    pytest.param("-----BEGIN OPENSSH PRIVATE KEY-----", id="pem-openssh"),
+    pytest.param("-----BEGIN PRIVATE KEY-----MIIE", id="pem-pkcs8"),
     # Control characters.
     pytest.param("a\tb", id="tab"),
     pytest.param("a\nb", id="newline"),
