@@ -230,6 +230,20 @@ def test_requests_without_events_are_replayed_but_not_compared() -> None:
     assert not any(p.compared for p in plan_requests(rec, compare=False))
 
 
+def test_a_command_id_header_in_another_case_keys_the_comparison() -> None:
+    """As the worker reads it (docs/wire.md 3): a client of another language lower-cases it."""
+    rec = recording(
+        ("rec.command", {"type": "reply"}, {"interaction-command-id": "k-1"}),
+        ("rec.command.done.reply.k-1", {"id": "reply", "result": 1}),
+    )
+
+    (planned,) = plan_requests(rec, id_suffix="~r")
+
+    assert (planned.id, planned.compared) == ("k-1", True)
+    assert planned.recorded == Outcome({"id": "reply", "result": 1})
+    assert planned.headers == {"interaction-command-id": "k-1~r"}
+
+
 def test_recorded_bytes_and_headers_go_out_as_recorded_but_the_reply_headers() -> None:
     body = b'{"call": {"id": "c-1", "name": "read_text", "arguments": {}}}  '
     headers = {

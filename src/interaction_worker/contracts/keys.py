@@ -50,6 +50,19 @@ def headers_size(headers: Mapping[str, str]) -> int:
     return 12 + sum(len(k) + len(v.encode()) + 4 for k, v in headers.items())
 
 
+def header_any_case(headers: Mapping[str, str], name: str) -> str | None:
+    """The value of header `name` spelled in another case (`interaction-reply-to`), for clients
+    that lower-case header names; the first in the message's order. Called only when the exact
+    lookup missed, so a message in the documented case pays nothing for it (docs/wire.md 3)."""
+    folded = name.lower()
+    size = len(folded)
+    for key in headers:
+        # The length first: most names differ in it, and it costs no lower-cased copy.
+        if len(key) == size and key.lower() == folded:
+            return headers[key]
+    return None
+
+
 def valid_id(value: object) -> str | None:
     """`value` when it can key the message's subjects: 1 to 256 characters, not only blanks.
 

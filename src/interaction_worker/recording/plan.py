@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..contracts import JsonRefused, parse_json, parse_json_object
-from ..contracts.keys import NO_KEY, subject_key, valid_id
+from ..contracts.keys import NO_KEY, header_any_case, subject_key, valid_id
 from .compare import Outcome, restore_ids
 from .families import RequestKind, outcome_subject, relative, request_kind
 from .format import RecordedMessage, Recording
@@ -115,7 +115,10 @@ def _identify(
 ) -> str | None:
     """The id the worker keys the request's subjects by, as `subscribers/requests/` reads it."""
     if kind == "command":
-        return valid_id(headers.get(COMMAND_ID_HEADER))
+        given = headers.get(COMMAND_ID_HEADER)
+        return valid_id(
+            header_any_case(headers, COMMAND_ID_HEADER) if given is None else given
+        )
     if body is None:
         return None
     if kind == "output":

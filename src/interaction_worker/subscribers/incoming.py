@@ -5,6 +5,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..contracts.keys import header_any_case
 from ..errors import InteractionWorkerError, InvalidInput
 from .subjects import is_publishable_subject
 
@@ -34,19 +35,36 @@ class Incoming:
 def reply_target(
     msg: Incoming, prefixes: tuple[str, ...], own_prefixes: tuple[str, ...]
 ) -> tuple[str | None, InteractionWorkerError | None]:
-    """Where the reply goes: a valid Interaction-Reply-To header, else the reply subject when
-    `own_reply` allows it.
+    """Where the reply goes: a valid Interaction-Reply-To header (in any case), else the reply
+    subject when `own_reply` allows it.
 
     An invalid header is INVALID_INPUT, answered on the reply subject so that the client hears of it."""
-    requested = msg.headers.get(REPLY_TO_HEADER) if msg.headers else None
-    if requested is None:
+    headers = msg.headers
+    if not headers:
         return own_reply(msg.reply, own_prefixes)
+    requested = headers.get(REPLY_TO_HEADER)
+    if requested is None:
+        # The exact lookup inline, the scan only on a miss: the documented spelling costs what
+        # it always did.
+        requested = header_any_case(headers, REPLY_TO_HEADER)
+        if requested is None:
+            return own_reply(msg.reply, own_prefixes)
     if is_publishable_subject(requested, prefixes):
         return requested, None
     target, _ = own_reply(msg.reply, own_prefixes)
     return target, InvalidInput(
         "Interaction-Reply-To must be a subject under an allowed reply prefix"
     )
+
+
+def requested_reply(headers: Mapping[str, str] | None) -> str | None:
+    """The Interaction-Reply-To header: the documented spelling first, one lookup, then any case."""
+    if not headers:
+        return None
+    requested = headers.get(REPLY_TO_HEADER)
+    if requested is None:
+        requested = header_any_case(headers, REPLY_TO_HEADER)
+    return requested
 
 
 ReplyTarget = Callable[
@@ -62,7 +80,7 @@ def account_reply_target(
     docs/operations.md): a request that came through an account's import may ask for its reply only
     under `_INBOX.<that account>.`, so no account can aim a reply into another's inbox."""
     target, error = reply_target(msg, prefixes, own_prefixes)
-    if error is not None or msg.headers is None or REPLY_TO_HEADER not in msg.headers:
+    if error is not None or msg.headers is None or requested_reply(msg.headers) is None:
         return target, error
     info = msg.headers.get(REQUEST_INFO_HEADER)
     if info is None:  # not through an import: the serving account's own publisher

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic_core import to_json
 
 from ...commands import CommandDispatcher, CommandRejected
-from ...contracts.keys import headers_size, subject_key, valid_id
+from ...contracts.keys import header_any_case, headers_size, subject_key, valid_id
 from ...errors import (
     CommandInvalid,
     InvalidInput,
@@ -45,11 +45,16 @@ class Dispatched:
 
 
 def command_id(msg: Incoming) -> str | None:
-    """The request's `Interaction-Command-Id`, when it sent one; one that cannot key a subject (blank,
-    longer than 256 characters) is refused."""
-    raw = msg.headers.get(COMMAND_ID_HEADER) if msg.headers else None
-    if raw is None:
+    """The request's `Interaction-Command-Id` (in any case), when it sent one; one that cannot key a
+    subject (blank, longer than 256 characters) is refused."""
+    headers = msg.headers
+    if not headers:
         return None
+    raw = headers.get(COMMAND_ID_HEADER)
+    if raw is None:
+        raw = header_any_case(headers, COMMAND_ID_HEADER)
+        if raw is None:
+            return None
     if valid_id(raw) is None:
         raise InvalidInput(
             f"{COMMAND_ID_HEADER} must be a nonempty string of at most 256 characters"
