@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway_tools import Fixed, conformance_tools
+from gateway_tools import conformance_tools
 
 from interaction_worker import (
     InteractionWorker,
@@ -84,7 +84,7 @@ class Slow:
 
 class Docs:
     """An MCP server behind the fleet, in process: `lookup` declares an output schema; a tool whose
-    gateway name would be too long is left out."""
+    gateway name would be too long, and one whose schema is not an object's, are left out."""
 
     async def list_tools(self, cursor: str | None = None) -> McpToolPage:
         return McpToolPage(
@@ -102,6 +102,8 @@ class Docs:
                     },
                 },
                 {"name": LONG_NAME, "inputSchema": {"type": "object"}},
+                # Not an object's schema: a worker refuses such a tool, an MCP server may send it.
+                {"name": "bare", "inputSchema": {"type": "string"}},
             ]
         )
 
@@ -124,13 +126,7 @@ class Fleet:
 
 def fleet() -> Fleet:
     echo, slow = Echo(), Slow()
-    bare = Fixed(
-        "bare",
-        "A schema that is not an object's",
-        {"status": "success"},
-        {"type": "string"},
-    )
-    tools: list[Any] = [echo, slow, bare, *conformance_tools()]
+    tools: list[Any] = [echo, slow, *conformance_tools()]
     registry = McpRegistry()
     registry.register("docs", Docs())
     worker = InteractionWorker(

@@ -62,7 +62,7 @@ async def test_a_host_lists_the_fleets_tools_and_calls_them_over_http(
 
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
         # `bare` has no object schema; the MCP server's long name would pass 64 characters.
-        assert "bare" not in listed and f"docs__{LONG_NAME}" not in listed
+        assert "docs__bare" not in listed and f"docs__{LONG_NAME}" not in listed
         assert {"echo", "slow", "test_simple_text", "docs__lookup"} <= set(listed)
         assert listed["echo"].output_schema is None
         assert listed["docs__lookup"].output_schema == {
