@@ -1,9 +1,11 @@
+import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
+from interaction_worker import config
 from interaction_worker.config import (
     COMMAND_NAMES,
     DEFAULT_SANDBOX,
@@ -207,7 +209,9 @@ def test_a_file_of_only_comments_means_the_defaults(tmp_path: Path) -> None:
 def test_no_file_means_the_defaults_relative_to_the_current_directory(
     tmp_path: Path,
 ) -> None:
-    assert load_settings(None, env={}, cwd=tmp_path) == defaults(tmp_path.resolve())
+    assert load_settings(None, env={}, cwd=tmp_path, bounds=only(tmp_path)) == defaults(
+        tmp_path.resolve()
+    )
 
 
 def test_the_absent_sandbox_tools_and_sinks_stand_for_the_documented_defaults() -> None:
@@ -1062,6 +1066,12 @@ def test_absolute_paths_are_kept(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- finding the file
 
 
+def only(directory: Path) -> config.SearchBounds:
+    """A search that looks in `directory` alone (as if it were the home directory): no
+    worker.yaml in a parent of the test's (/tmp) can be found."""
+    return config.SearchBounds(os.geteuid(), directory)
+
+
 def test_interaction_config_names_the_file(tmp_path: Path) -> None:
     write(tmp_path, "max_pending: 7\n", name="custom.yaml")
     write(tmp_path, "max_pending: 9\n")
@@ -1081,7 +1091,10 @@ def test_worker_yaml_in_the_current_directory_is_read_when_present(
     tmp_path: Path,
 ) -> None:
     write(tmp_path, "max_pending: 9\n")
-    assert load_settings(None, env={}, cwd=tmp_path).max_pending == 9
+    assert (
+        load_settings(None, env={}, cwd=tmp_path, bounds=only(tmp_path)).max_pending
+        == 9
+    )
 
 
 @pytest.mark.parametrize("how", ["argument", "environment"])
@@ -1138,7 +1151,8 @@ def test_interaction_nats_url_overrides_the_file(tmp_path: Path) -> None:
 def test_interaction_nats_url_applies_without_a_file(tmp_path: Path) -> None:
     env = {"INTERACTION_NATS_URL": "nats://127.0.0.1:4222"}
     assert (
-        load_settings(None, env=env, cwd=tmp_path).nats.url == "nats://127.0.0.1:4222"
+        load_settings(None, env=env, cwd=tmp_path, bounds=only(tmp_path)).nats.url
+        == "nats://127.0.0.1:4222"
     )
 
 
@@ -1186,7 +1200,7 @@ def test_effective_round_trips_through_parse_settings(tmp_path: Path) -> None:
 
 
 def test_effective_writes_absent_blocks_out_as_their_defaults(tmp_path: Path) -> None:
-    settings = load_settings(None, env={}, cwd=tmp_path)
+    settings = load_settings(None, env={}, cwd=tmp_path, bounds=only(tmp_path))
     effective = settings.effective()
     assert effective["sandbox"]["tools"] == ["read_text", *COMMAND_NAMES]
     assert effective["tools"]["read_text"] == {}

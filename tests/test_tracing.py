@@ -148,9 +148,10 @@ def test_enabled_without_the_extra_stops_the_start_before_anything_runs(
         cwd=tmp_path,
     )
 
-    assert (done.returncode, done.stderr) == (
-        2,
-        f"interaction-worker: {MISSING_EXTRA}\n",
+    logged, *errors = done.stderr.splitlines()
+    assert logged.endswith(
+        f"INFO interaction_worker: configuration: {config} (--config)"
     )
+    assert (done.returncode, errors) == (2, [f"interaction-worker: {MISSING_EXTRA}"])
     assert "pip install interaction-worker[otel]" in MISSING_EXTRA
     assert not data_dir.exists()  # the embedded server never started

@@ -237,6 +237,8 @@ async def test_the_command_line_sends_a_command_and_prints_the_catalog(
             handle.prefix,
             "--timeout",
             "10",
+            "--config",
+            os.devnull,  # never a worker.yaml found upwards
             cwd=tmp_path,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -4,6 +4,7 @@ and duration, from a JetStream stream, and ending honestly when it cannot keep u
 import asyncio
 import base64
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -42,6 +43,9 @@ from interaction_worker.testing import NatsServerFactory
 pytest_plugins = ["bus_fixtures"]
 
 CLI = [sys.executable, "-m", "interaction_worker.cli"]
+# Every command names its configuration (an empty one: /dev/null), so no worker.yaml in a parent
+# directory of the test's can change it.
+NO_FILE = ["--config", os.devnull]
 WAIT = 20.0
 
 
@@ -64,7 +68,7 @@ async def served(nats_url: str, workspace: Path) -> AsyncIterator[Running]:
 def recorder(*args: str) -> Iterator[subprocess.Popen[str]]:
     """`interaction-worker record ARGS`, once it says it is recording; killed if the test fails."""
     proc = subprocess.Popen(
-        [*CLI, "record", *args],
+        [*CLI, "record", *args, *NO_FILE],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -269,7 +273,7 @@ async def test_record_reads_a_streams_history_from_a_time_and_stops_at_its_last_
 
     def run(out: Path, *more: str) -> tuple[int, str]:
         done = subprocess.run(
-            [*CLI, "record", "--out", str(out), *where, *more],
+            [*CLI, "record", "--out", str(out), *where, *more, *NO_FILE],
             capture_output=True,
             text=True,
             timeout=WAIT,
@@ -296,6 +300,7 @@ async def test_record_reads_a_streams_history_from_a_time_and_stops_at_its_last_
                 nats_url,
                 "--stream",
                 "NO_SUCH_STREAM",
+                *NO_FILE,
             ],
             capture_output=True,
             text=True,
@@ -347,7 +352,7 @@ def test_record_usage_errors_are_one_line_and_exit_2(
         if args[0] in ("--duration", "--count")
         else nullcontext()
     ):
-        code = main(["record", "--out", str(tmp_path / "r.jsonl"), *args])
+        code = main(["record", "--out", str(tmp_path / "r.jsonl"), *args, *NO_FILE])
         assert code == 2
     err = capsys.readouterr().err
     assert message in err and len(err.splitlines()) == 1, err
@@ -358,7 +363,7 @@ def test_record_to_a_path_that_cannot_be_written_is_a_usage_error(
     nats_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "no" / "dir" / "r.jsonl"
-    code = main(["record", "--out", str(out), "--nats-url", nats_url])
+    code = main(["record", "--out", str(out), "--nats-url", nats_url, *NO_FILE])
 
     assert code == 2
     err = capsys.readouterr().err

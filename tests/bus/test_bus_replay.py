@@ -356,6 +356,8 @@ class Done:
 def child_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTERACTION_")}
     env["COLUMNS"] = "120"  # a pseudo-terminal from openpty() has no size
+    # An empty configuration, named: never a worker.yaml found in a parent directory.
+    env["INTERACTION_CONFIG"] = os.devnull
     return env
 
 

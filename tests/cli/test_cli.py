@@ -50,15 +50,32 @@ def cli_command() -> list[str]:
     return [sys.executable, "-m", "interaction_worker.cli"]
 
 
-def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def child_env(
+    extra: Mapping[str, str] | None = None, *, cwd: Path | None = None
+) -> dict[str, str]:
     """The test's environment without INTERACTION_* settings, with the repository importable
-    (for `run examples.custom_tool:worker` from a temporary directory)."""
+    (for `run examples.custom_tool:worker` from a temporary directory).
+
+    With `cwd`, `INTERACTION_CONFIG` names its `worker.yaml` (an empty one is made when there is
+    none), unless `extra` names another: the command never searches upwards, so a worker.yaml
+    left in a parent directory (/tmp) cannot change what the test runs. Only the tests of that
+    search leave `cwd` out."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTERACTION_")}
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
     )
+    if cwd is not None:
+        env["INTERACTION_CONFIG"] = str(own_config(cwd))
     env.update(extra or {})
     return env
+
+
+def own_config(cwd: Path) -> Path:
+    """`cwd/worker.yaml`, made empty (the defaults, relative to `cwd`) when there is none."""
+    config = cwd / "worker.yaml"
+    if not config.exists():
+        config.write_text("", encoding="utf-8")
+    return config
 
 
 def process_with(pid: int, marker: str) -> bool:
@@ -75,6 +92,15 @@ def embedded_server_pid(data_dir: Path) -> int | None:
     for ports in data_dir.glob("nats-server_*.ports"):
         return int(ports.stem.rsplit("_", 1)[1])
     return None
+
+
+# `run`'s log lines at level INFO (the configuration file it reads comes first): not errors.
+INFO_LOG = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO ")
+
+
+def without_info(text: str) -> list[str]:
+    """stderr's lines, but the INFO log lines."""
+    return [line for line in text.splitlines() if not INFO_LOG.match(line)]
 
 
 def one_line(text: str) -> str:
@@ -100,7 +126,7 @@ class Done:
     def error_lines(self) -> list[str]:
         """stderr, checked to be one-line errors without a traceback."""
         assert "Traceback" not in self.err, self.err
-        lines = self.err.splitlines()
+        lines = without_info(self.err)
         assert lines, f"{self.args}: nothing on stderr"
         for line in lines:
             assert line.startswith("interaction-worker: "), self.err
@@ -108,12 +134,17 @@ class Done:
 
 
 def spawn(
-    args: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None
+    args: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    search: bool = False,
 ) -> subprocess.Popen[str]:
+    """The command in `cwd`, reading `cwd`'s worker.yaml, or with `search` the one it finds."""
     return subprocess.Popen(
         [*cli_command(), *args],
         cwd=cwd,
-        env=child_env(env),
+        env=child_env(env, cwd=None if search else cwd),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -133,8 +164,10 @@ def finish(proc: subprocess.Popen[str]) -> Done:
     return Done(args, proc.returncode, out, err)
 
 
-def cli(*args: str, cwd: Path, env: Mapping[str, str] | None = None) -> Done:
-    return finish(spawn(args, cwd, env))
+def cli(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None, search: bool = False
+) -> Done:
+    return finish(spawn(args, cwd, env, search=search))
 
 
 def cli_all(
@@ -206,17 +239,21 @@ def start_run(
     data_dir: Path,
     env: Mapping[str, str] | None = None,
     port: bool = True,
+    search: bool = False,
 ) -> Run:
-    """Start `run ARGS --data-dir DATA_DIR [--port 0]` in `cwd`; wait for `ready <url>`."""
+    """Start `run ARGS --data-dir DATA_DIR [--port 0]` in `cwd`; wait for `ready <url>`.
+
+    With `search`, `run` finds its configuration and data directory itself, as a person's does
+    (no INTERACTION_CONFIG, no --data-dir): `data_dir` is where the test expects it then."""
     stderr_file = cwd / f"run-{uuid.uuid4().hex[:8]}.stderr"
-    argv = ["run", *args, "--data-dir", str(data_dir)]
+    argv = ["run", *args] + ([] if search else ["--data-dir", str(data_dir)])
     if port:
         argv += ["--port", "0"]
     with stderr_file.open("w") as stderr:
         proc = subprocess.Popen(
             [*cli_command(), *argv],
             cwd=cwd,
-            env=child_env(env),
+            env=child_env(env, cwd=None if search else cwd),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=stderr,
@@ -664,7 +701,8 @@ def test_run_refuses_an_unknown_loop(tmp_path: Path) -> None:
     done = cli("run", "--loop", "trio", "--data-dir", str(tmp_path), cwd=tmp_path)
     assert done.code == 2
     assert "--loop" in done.err and "trio" in done.err
-    assert not list(tmp_path.iterdir())  # refused before anything started
+    # Refused before anything started: nothing there but the test's configuration.
+    assert [path.name for path in tmp_path.iterdir()] == ["worker.yaml"]
 
 
 def test_mcp_over_stdio_under_run_on_uvloop(tmp_path: Path) -> None:
@@ -749,7 +787,7 @@ def run_agent(served: Run, *args: str) -> Done:
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "examples" / "agent.py"), *args],
         cwd=served.cwd,
-        env=child_env(),
+        env=child_env(cwd=served.cwd),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -808,7 +846,7 @@ def test_run_gives_up_on_an_unreachable_nats_url(
     assert done.code == 1
     assert done.out == ""
     # One line, naming the last failed attempt: no warning per attempt, no traceback.
-    assert done.err.splitlines() == [
+    assert without_info(done.err) == [
         f"interaction-worker: cannot connect to NATS at {url}: no connection within 10 s "
         "(connection refused)"
     ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from test_cli import own_config, without_info
 
 REPO = Path(__file__).resolve().parents[2]
 READY_BOUND = 30.0
@@ -99,6 +100,8 @@ def launch(runs: list[Run], cwd: Path, data_dir: Path, *args: str) -> Run:
     """Start `run --port 0 --data-dir DATA_DIR ARGS` in `cwd`, its stdout a pipe."""
     stderr_file = cwd / f"run-{len(runs)}.stderr"
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTERACTION_")}
+    # Never a worker.yaml found upwards: the test's own.
+    env["INTERACTION_CONFIG"] = str(own_config(cwd))
     with stderr_file.open("wb") as stderr:
         proc = subprocess.Popen(
             [*cli_command(), "run", "--port", "0", "--data-dir", str(data_dir), *args],
@@ -165,7 +168,7 @@ def test_one_run_per_data_directory(tmp_path: Path, runs: list[Run]) -> None:
     assert second.proc.stdout is not None
     assert second.proc.stdout.read() == b""
     assert code == 1, second.stderr()
-    assert second.stderr().splitlines() == [
+    assert without_info(second.stderr()) == [
         f"interaction-worker: the data directory is in use by process {first.proc.pid};"
         " stop it or choose another data directory"
     ]
@@ -196,7 +199,7 @@ def test_a_required_mcp_server_that_cannot_start_fails_in_one_line(
     code = run.wait()
     stderr = run.stderr()
     assert code == 1, stderr
-    assert stderr.splitlines() == [
+    assert without_info(stderr) == [
         "interaction-worker: cannot connect to MCP server files:"
         " the command cannot be started"
     ]

@@ -17,8 +17,17 @@ from pathlib import Path
 
 import pytest
 from cli_reference import commands, render
-from test_cli import REPO, Run, child_env, cli_command, project_dir, start_run
+from test_cli import (
+    REPO,
+    Run,
+    child_env,
+    cli_command,
+    project_dir,
+    start_run,
+    without_info,
+)
 
+from interaction_worker import config
 from interaction_worker.cli import main
 from interaction_worker.cli import output as cli_output
 from interaction_worker.client import find_project, resolve_target
@@ -61,8 +70,11 @@ def run_cli(
     *,
     broken_pipe: bool = False,
     env: Mapping[str, str] | None = None,
+    search: bool = False,
 ) -> Outcome:
-    """One command in a subprocess; with `broken_pipe`, its stdout's reader is gone before it starts."""
+    """One command in a subprocess; with `broken_pipe`, its stdout's reader is gone before it starts.
+
+    It reads `cwd`'s worker.yaml (`child_env`), or with `search`, the one it finds upwards."""
     reader, writer = os.pipe()
     if broken_pipe:
         os.close(reader)
@@ -70,7 +82,7 @@ def run_cli(
         proc = subprocess.run(
             [*cli_command(), *args],
             cwd=cwd,
-            env=child_env(env),
+            env=child_env(env, cwd=None if search else cwd),
             stdin=subprocess.DEVNULL,
             stdout=writer if broken_pipe else subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -87,14 +99,17 @@ def run_cli(
 def in_process(
     argv: list[str], capsys: pytest.CaptureFixture[str], cwd: Path | None = None
 ) -> Outcome:
+    """`main(argv)` in `cwd` (else here). A command that reads a configuration reads that
+    directory's worker.yaml, never one found upwards (`child_env`), and fails without it."""
     previous = Path.cwd()
-    if cwd is not None:
-        os.chdir(cwd)
+    os.chdir(cwd or previous)
     try:
-        try:
-            code = main(argv)
-        except SystemExit as exit:  # argparse's own usage errors and --help
-            code = int(exit.code or 0)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("INTERACTION_CONFIG", str(Path.cwd() / "worker.yaml"))
+            try:
+                code = main(argv)
+            except SystemExit as exit:  # argparse's own usage errors and --help
+                code = int(exit.code or 0)
     finally:
         os.chdir(previous)
     captured = capsys.readouterr()
@@ -107,7 +122,7 @@ def in_process(
 def test_a_client_in_a_subdirectory_finds_the_projects_file_and_server(
     project: Run,
 ) -> None:
-    done = run_cli(["call", "pwd"], project.cwd / "src" / "deep")
+    done = run_cli(["call", "pwd"], project.cwd / "src" / "deep", search=True)
 
     assert done.code == 0, done.err
     result, observation = (json.loads(line) for line in done.out.splitlines())
@@ -119,18 +134,22 @@ def test_the_nearest_file_and_data_directory_win(tmp_path: Path) -> None:
     outer = tmp_path / "outer"
     inner = outer / "inner" / "deeper"
     inner.mkdir(parents=True)
-    (outer / ".interaction").mkdir()
-    found = find_project(None, env={}, cwd=inner)
+    (outer / ".interaction").mkdir(mode=0o700)
+    # The search stops at tmp_path, as at a home directory: nothing above it can be found.
+    bounds = config.SearchBounds(os.geteuid(), tmp_path)
+    found = find_project(None, env={}, cwd=inner, bounds=bounds)
     assert found.data_dir == outer / ".interaction"
 
     (outer / "inner" / "worker.yaml").write_text(
         "data_dir: state\nsubjects:\n  prefix: inner\n", encoding="utf-8"
     )
-    found = find_project(None, env={}, cwd=inner)
+    found = find_project(None, env={}, cwd=inner, bounds=bounds)
     assert found.settings.subjects.prefix == "inner"
     assert found.data_dir == outer / "inner" / "state"
 
-    named = find_project(None, env={}, cwd=inner, data_dir=Path("elsewhere"))
+    named = find_project(
+        None, env={}, cwd=inner, data_dir=Path("elsewhere"), bounds=bounds
+    )
     assert named.data_dir == inner / "elsewhere"
     (tmp_path / "other.yaml").write_text("subjects:\n  prefix: other\n")
     by_env = find_project(
@@ -143,10 +162,12 @@ def test_the_embedded_servers_token_goes_only_to_the_server_it_belongs_to(
     tmp_path: Path,
 ) -> None:
     data_dir = tmp_path / ".interaction"
-    data_dir.mkdir()
+    data_dir.mkdir(mode=0o700)
     (data_dir / "url").write_text("nats://127.0.0.1:4321\n")
     (data_dir / "token").write_text("t" * 24 + "\n")
-    project = find_project(None, env={}, cwd=tmp_path)
+    project = find_project(
+        None, env={}, cwd=tmp_path, bounds=config.SearchBounds(os.geteuid(), tmp_path)
+    )
 
     default = resolve_target(project, {})
     named = resolve_target(project, {}, nats_url="nats://localhost:4321")
@@ -191,7 +212,7 @@ def test_the_ui_example_finds_the_embedded_servers_token(project: Run) -> None:
     done = subprocess.run(
         [sys.executable, str(REPO / "examples" / "ui_fanout.py"), "--nats-url", project.url, "--count", "1"],
         cwd=project.cwd / "src",
-        env=child_env(),
+        env=child_env(cwd=project.cwd),
         capture_output=True,
         text=True,
         timeout=60,
@@ -441,13 +462,13 @@ def test_every_command_fails_in_one_line_and_ends_quietly_on_a_broken_pipe(
         where = f"{words} ({kind}): exit {done.code}, stderr {done.err!r}"
         assert "Traceback" not in done.err, where
         if kind == "pipe":
-            assert (done.code, done.err) == (BROKEN_PIPE, ""), where
+            assert (done.code, without_info(done.err)) == (BROKEN_PIPE, []), where
             continue
         needs_no_server = kind == "server" and words in ("schema", "check-config")
         if needs_no_server:
             assert (done.code, done.err) == (0, ""), where
             continue
-        lines = done.err.splitlines()
+        lines = without_info(done.err)
         assert len(lines) == 1 and lines[0].startswith("interaction-worker: "), where
         assert done.code == (2 if kind == "path" else 1), where
 

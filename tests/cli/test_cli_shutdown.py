@@ -23,6 +23,7 @@ from typing import Any
 import nats
 import pytest
 from nats.aio.client import Client
+from test_cli import own_config
 
 from interaction_worker.embedded import read_embedded_credentials
 
@@ -98,6 +99,8 @@ def launch(cwd: Path, *args: str, new_session: bool = False) -> Served:
     data_dir = cwd / "data"
     stderr_file = cwd / "run.stderr"
     env = {k: v for k, v in os.environ.items() if not k.startswith("INTERACTION_")}
+    # Never a worker.yaml found upwards: the test's own.
+    env["INTERACTION_CONFIG"] = str(own_config(cwd))
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
     )

@@ -227,7 +227,12 @@ def test_a_non_loopback_address_needs_allow_remote(
         with pytest.raises(RemoteNotAllowed):
             check_listen(host, allow_remote=False)
         check_listen(host, allow_remote=True)
-    code = main(["console", "--listen", "0.0.0.0:0", "--data-dir", str(tmp_path)])
+    code = main(
+        [
+            *("console", "--listen", "0.0.0.0:0", "--data-dir", str(tmp_path)),
+            *("--config", os.devnull),  # never a worker.yaml found upwards
+        ]
+    )
     assert code == 2
     assert "--allow-remote" in capsys.readouterr().err
     assert not (tmp_path / "console-token").exists()

@@ -61,6 +61,11 @@ class Processes:
 
     def start(self, *args: str, ready: str) -> tuple[subprocess.Popen[str], str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("INTERACTION_")}
+        # The directory's own worker.yaml (empty: the defaults), never one found upwards.
+        config = self.cwd / "worker.yaml"
+        if not config.exists():
+            config.write_text("", encoding="utf-8")
+        env["INTERACTION_CONFIG"] = str(config)
         proc = subprocess.Popen(
             [sys.executable, "-m", "interaction_worker.cli", *args],
             cwd=self.cwd,

@@ -459,6 +459,7 @@ async def react_cli(
     cwd: Path, *args: str, env: dict[str, str]
 ) -> tuple[int, list[Any], str]:
     command = [sys.executable, "-m", "interaction_worker.cli", "react", *args]
+    command += ["--config", os.devnull]  # never a worker.yaml found upwards
     with anyio.fail_after(30):
         done = await anyio.run_process(command, cwd=cwd, env=env, check=False)
     lines = [json.loads(line) for line in done.stdout.decode().splitlines()]

@@ -106,12 +106,11 @@ def _common(
     client_side: bool,
     prefix_help: str = "the subject prefix (default: the file's)",
 ) -> None:
-    where = "the nearest worker.yaml" if client_side else "./worker.yaml"
     sub.add_argument(
         "--config",
         type=Path,
         metavar="FILE",
-        help=f"the YAML file (default: {where}, if any)",
+        help="the YAML file (default: the nearest worker.yaml, if any)",
     )
     sub.add_argument(
         "--nats-url",

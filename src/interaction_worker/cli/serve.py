@@ -14,13 +14,21 @@ import yaml
 from .. import service
 from ..app import build_worker, serve_options
 from ..asyncapi import ASYNCAPI_FILE, asyncapi_document, asyncapi_text
-from ..config import Settings, load_settings
+from ..config import (
+    CONFIG_ENV,
+    DEFAULT_FILE,
+    Settings,
+    config_path,
+    load_settings,
+)
 from ..embedded import remote_problem
 from ..event_loop import LoopUnavailable
 from ..schema import wire_schemas, write_schemas
 from ..worker import InteractionWorker
 from .output import UsageError, emit
 from .parser import EXIT_OK
+
+_LOGGER = logging.getLogger("interaction_worker")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # the MCP SDK's HTTP client
-    settings = load_settings(args.config, env=os.environ)
+    settings = load_settings(_configuration_file(args), env=os.environ)
     if args.nats_url:
         settings = replace(settings, nats=replace(settings.nats, url=args.nats_url))
     if args.data_dir:
@@ -56,6 +64,29 @@ def run(args: argparse.Namespace) -> int:
     except LoopUnavailable as error:
         raise UsageError(f"--loop {args.loop}: {error}") from None
     return EXIT_OK
+
+
+def _configuration_file(args: argparse.Namespace) -> Path | None:
+    """The file `run` reads, found as every client command finds it, and logged: a `run` and a
+    `call` that disagree show it in the first line of the log."""
+    cwd = Path.cwd()
+    file = config_path(args.config, env=os.environ, cwd=cwd)
+    if file is None:
+        _LOGGER.info(
+            "configuration: no %s in %s or its parents; the defaults, relative to it",
+            DEFAULT_FILE,
+            cwd,
+        )
+    else:
+        origin = (
+            "--config"
+            if args.config is not None
+            else CONFIG_ENV
+            if os.environ.get(CONFIG_ENV)
+            else f"the nearest {DEFAULT_FILE}"
+        )
+        _LOGGER.info("configuration: %s (%s)", file, origin)
+    return file
 
 
 def _import_app(spec: str) -> InteractionWorker:

@@ -1,5 +1,6 @@
 """The client side of the bus: `InteractionClient`, and how a client finds the worker's server."""
 
+from ..config import find_upwards
 from .interaction import (
     InteractionClient,
     InteractionRequestError,
@@ -13,7 +14,6 @@ from .target import (
     Target,
     connect,
     find_project,
-    find_upwards,
     resolve_target,
 )
 

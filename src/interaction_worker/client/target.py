@@ -2,8 +2,9 @@
 "Finding the worker").
 
 The client commands work from any directory of a project: with no `--config`, the nearest
-`worker.yaml` in the current directory or its parents is the configuration, and with no file at all
-the nearest `.interaction/` is the embedded server's data directory, the way git finds `.git`.
+`worker.yaml` in the current directory or its parents is the configuration (the same search as
+`run`'s, `config.find_upwards`, with its bounds), and with no file at all the nearest
+`.interaction/` is the embedded server's data directory, the way git finds `.git`.
 """
 
 import asyncio
@@ -19,9 +20,11 @@ from nats.aio.client import Client
 
 from ..config import (
     CONFIG_ENV,
-    DEFAULT_FILE,
     NATS_URL_ENV,
+    SearchBounds,
     Settings,
+    config_path,
+    find_upwards,
     load_settings,
     nats_connect_options,
 )
@@ -49,15 +52,6 @@ class Target:
     credentials: str
 
 
-def find_upwards(name: str, start: Path, *, directory: bool = False) -> Path | None:
-    """`start/name`, else the same name in the nearest parent that has it."""
-    for folder in (start, *start.parents):
-        candidate = folder / name
-        if candidate.is_dir() if directory else candidate.is_file():
-            return candidate
-    return None
-
-
 @dataclass(frozen=True)
 class Project:
     """The configuration a client reads and the data directory where an embedded server records itself."""
@@ -72,19 +66,24 @@ def find_project(
     env: Mapping[str, str],
     data_dir: Path | None = None,
     cwd: Path | None = None,
+    bounds: SearchBounds | None = None,
 ) -> Project:
     """`--config`, else `INTERACTION_CONFIG`, else the nearest `worker.yaml`; `--data-dir`, else the
-    file's `data_dir`, else the nearest `.interaction/`, else `./.interaction`."""
+    file's `data_dir`, else the nearest `.interaction/`, else `./.interaction`. Both searches are
+    `run`'s, within `bounds` (this process's user and home by default).
+
+    Raises:
+        ConfigurationError: the file cannot be read or is invalid, or what a search found is not
+            safe to use (`UnsafeFile`).
+    """
     cwd = Path.cwd() if cwd is None else cwd
-    found = config
-    if found is None and not env.get(CONFIG_ENV):
-        found = find_upwards(DEFAULT_FILE, cwd)
+    found = config_path(config, env=env, cwd=cwd, bounds=bounds)
     settings = load_settings(found, env=env, cwd=cwd)
     if data_dir is not None:
         return Project(settings, cwd / data_dir)
     if found is not None or env.get(CONFIG_ENV):
         return Project(settings, settings.data_dir)
-    nearest = find_upwards(DATA_DIR_NAME, cwd, directory=True)
+    nearest = find_upwards(DATA_DIR_NAME, cwd, directory=True, bounds=bounds)
     return Project(settings, nearest or cwd / DATA_DIR_NAME)
 
 

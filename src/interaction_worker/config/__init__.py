@@ -1,13 +1,14 @@
 """The configuration: the YAML file (`worker.yaml`) and the environment (docs/configuration.md 1).
 
-`load_settings` finds and reads the file (`loading`), `parse_settings` validates parsed data
-(`parsing`, with the `mcp` and `output` sections in modules of their own, and the value rules in
-`values`) into the `model`, and `nats_connect_options` turns the environment's credentials and TLS
-files into `nats.connect` options (`environment`). Invalid configuration raises `ConfigurationError`
-with one line per problem, each naming its key; no message carries a value from the file or the
-environment.
+`load_settings` finds the file (`discovery`: the nearest safe `worker.yaml` upwards) and reads it
+(`loading`), `parse_settings` validates parsed data (`parsing`, with the `mcp` and `output` sections
+in modules of their own, and the value rules in `values`) into the `model`, and
+`nats_connect_options` turns the environment's credentials and TLS files into `nats.connect` options
+(`environment`). Invalid configuration raises `ConfigurationError` with one line per problem, each
+naming its key; no message carries a value from the file or the environment.
 """
 
+from .discovery import SearchBounds, UnsafeFile, find_upwards
 from .environment import credential_files, nats_connect_options, websocket_tls
 from .loading import (
     CONFIG_ENV,
@@ -67,15 +68,18 @@ __all__ = [
     "NatsSettings",
     "OutputSettings",
     "SandboxSettings",
+    "SearchBounds",
     "Settings",
     "SinkSettings",
     "SubjectSettings",
     "ToolSettings",
     "TracingSettings",
+    "UnsafeFile",
     "WebSearchSettings",
     "browser_subjects",
     "config_path",
     "credential_files",
+    "find_upwards",
     "format_duration",
     "history_streams",
     "listen_address",

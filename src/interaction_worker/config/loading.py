@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigurationError
+from .discovery import SearchBounds, find_upwards
 from .model import Settings
 from .parsing import NATS_URL_EXAMPLE, NATS_URL_SCHEMES, parse_settings
 from .values import url_problem
@@ -18,33 +19,48 @@ DEFAULT_FILE = "worker.yaml"
 
 
 def config_path(
-    path: Path | None, *, env: Mapping[str, str], cwd: Path | None = None
+    path: Path | None,
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    bounds: SearchBounds | None = None,
 ) -> Path | None:
-    """The file to read: `path`, else `INTERACTION_CONFIG`, else `./worker.yaml` when it exists."""
+    """The file to read: `path`, else `INTERACTION_CONFIG`, else the nearest safe `worker.yaml`
+    in `cwd` or its parents (`find_upwards`), the one `run` and every client command agree on.
+
+    Raises:
+        UnsafeFile: the nearest `worker.yaml` belongs to another user or others may write it.
+    """
     cwd = Path.cwd() if cwd is None else cwd
     if path is not None:
         return cwd / path
     if env.get(CONFIG_ENV):
         return cwd / env[CONFIG_ENV]
-    default = cwd / DEFAULT_FILE
-    return default if default.is_file() else None
+    return find_upwards(DEFAULT_FILE, cwd, bounds=bounds)
 
 
 def load_settings(
-    path: Path | None, *, env: Mapping[str, str], cwd: Path | None = None
+    path: Path | None,
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    bounds: SearchBounds | None = None,
 ) -> Settings:
     """Read and validate the configuration, then apply `INTERACTION_NATS_URL`.
 
     Args:
-        path: the `--config` file; None looks at `INTERACTION_CONFIG`, then `./worker.yaml`.
+        path: the `--config` file; None looks at `INTERACTION_CONFIG`, then searches upwards
+            (`config_path`).
         env: the environment (`os.environ` in production).
-        cwd: the directory relative paths start from; the current one by default.
+        cwd: the directory the search and relative paths start from; the current one by default.
+        bounds: who searches and where the search stops; this process's user and home by default.
 
     Raises:
-        ConfigurationError: a file that was named but cannot be read, invalid YAML, or invalid settings.
+        ConfigurationError: a file that was named but cannot be read, a found file that is not
+            safe to read (`UnsafeFile`), invalid YAML, or invalid settings.
     """
     cwd = Path.cwd() if cwd is None else cwd
-    file = config_path(path, env=env, cwd=cwd)
+    file = config_path(path, env=env, cwd=cwd, bounds=bounds)
     if file is None:
         data, base_dir = None, cwd
     else:
