@@ -25,6 +25,7 @@ from .config import (
     WebSearchSettings,
     browser_subjects,
     credential_files,
+    directory_problems,
     history_streams,
     listen_address,
     nats_connect_options,
@@ -107,6 +108,9 @@ def build_worker(
         # It replaces the file's `sandbox:` block, not the top-level `workspace:`.
         if sandbox.workspace is None:
             sandbox.workspace = settings.workspace
+    problems = directory_problems(sandbox.workspace, settings)
+    if problems:
+        raise ConfigurationError("\n".join(problems))
     _protect(sandbox, settings, env)
     return InteractionWorker(
         tools=registry,

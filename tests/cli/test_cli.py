@@ -368,11 +368,16 @@ def test_run_that_cannot_start_exits_with_one_line(tmp_path: Path) -> None:
     inside = tmp_path / "inside"
     (inside / "data" / "ws").mkdir(parents=True)
     (inside / "worker.yaml").write_text("workspace: data/ws\n")
+    # Not an INTERNAL reply to the first call: refused at start, naming the key.
+    no_workspace = tmp_path / "no-workspace"
+    no_workspace.mkdir()
+    (no_workspace / "worker.yaml").write_text("workspace: missing\n")
     refused = [
         (bad_value, []),
         (not_built, []),
         (no_app, ["no_such_module:worker"]),
         (inside, []),
+        (no_workspace, []),
     ]
     procs = [
         spawn(["run", *app, "--port", "0", "--data-dir", str(cwd / "data")], cwd)
@@ -393,7 +398,7 @@ def test_run_that_cannot_start_exits_with_one_line(tmp_path: Path) -> None:
         assert len(done.error_lines()) == 1
         # Refused before anything started.
         assert not (cwd / "data").exists() or os.listdir(cwd / "data") == ["ws"]
-    value_error, build_error, import_error, inside_error = results
+    value_error, build_error, import_error, inside_error, workspace_error = results
     assert value_error.error_lines() == [
         "interaction-worker: max_pending must be a positive integer"
     ]
@@ -402,6 +407,9 @@ def test_run_that_cannot_start_exits_with_one_line(tmp_path: Path) -> None:
     assert inside_error.error_lines() == [
         "interaction-worker: workspace must not be inside data_dir or another directory "
         "the worker keeps its secrets in: no tool may read them"
+    ]
+    assert workspace_error.error_lines() == [
+        "interaction-worker: workspace must be an existing directory: nothing is there"
     ]
 
     assert in_use.code == 1
@@ -592,8 +600,18 @@ def test_check_config(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text(
         "max_pending: 0\nshutdown_grace: soon\ntool_timeout: 1s\n"
     )
-    good, bad = cli_all(
-        [["check-config", "good.yaml"], ["check-config", "bad.yaml"]], cwd=tmp_path
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "no-workspace.yaml").write_text(
+        "workspace: missing\n"
+        "mcp: {servers: {f: {transport: stdio, command: srv, cwd: a-file}}}\n"
+    )
+    good, bad, no_workspace = cli_all(
+        [
+            ["check-config", "good.yaml"],
+            ["check-config", "bad.yaml"],
+            ["check-config", "no-workspace.yaml"],
+        ],
+        cwd=tmp_path,
     )
     assert good.code == 0, good.err
     effective = yaml.safe_load(good.out)
@@ -614,6 +632,12 @@ def test_check_config(tmp_path: Path) -> None:
     assert len(lines) == 2
     assert "max_pending" in lines[0]
     assert "shutdown_grace" in lines[1]
+    assert no_workspace.code == 2
+    assert no_workspace.out == ""
+    assert no_workspace.error_lines() == [
+        "interaction-worker: workspace must be an existing directory: nothing is there",
+        "interaction-worker: mcp.servers.f.cwd must be a directory, not a file",
+    ]
 
 
 def test_schema_writes_the_schema_files(tmp_path: Path) -> None:

@@ -19,9 +19,11 @@ from ..config import (
     DEFAULT_FILE,
     Settings,
     config_path,
+    directory_problems,
     load_settings,
 )
 from ..embedded import remote_problem
+from ..errors import ConfigurationError
 from ..event_loop import LoopUnavailable
 from ..schema import wire_schemas, write_schemas
 from ..worker import InteractionWorker
@@ -130,7 +132,12 @@ def schema(args: argparse.Namespace) -> int:
 
 
 def check_config(args: argparse.Namespace) -> int:
+    """The effective configuration, once it would start: its directories are checked as `run`
+    checks them."""
     settings: Settings = load_settings(args.file, env=os.environ)
+    problems = directory_problems(settings.workspace, settings)
+    if problems:
+        raise ConfigurationError("\n".join(problems))
     sys.stdout.write(yaml.safe_dump(settings.effective(), sort_keys=False))
     sys.stdout.flush()
     return EXIT_OK

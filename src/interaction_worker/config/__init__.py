@@ -8,6 +8,7 @@ in modules of their own, and the value rules in `values`) into the `model`, and
 naming its key; no message carries a value from the file or the environment.
 """
 
+from .directories import directory_problem, directory_problems
 from .discovery import SearchBounds, UnsafeFile, find_upwards
 from .environment import credential_files, nats_connect_options, websocket_tls
 from .loading import (
@@ -79,6 +80,8 @@ __all__ = [
     "browser_subjects",
     "config_path",
     "credential_files",
+    "directory_problem",
+    "directory_problems",
     "find_upwards",
     "format_duration",
     "history_streams",
