@@ -87,7 +87,9 @@ bench: $(STAMP)
 bench-instructions: $(STAMP)
 	$(BIN)/python bench/instructions.py
 
+# `schema --out` replaces only the files it writes: a payload's schema that no longer exists goes here.
 schema: $(STAMP)
+	rm -f docs/schemas/*.schema.json
 	$(BIN)/interaction-worker schema --out docs/schemas
 
 clean:

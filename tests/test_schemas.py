@@ -108,18 +108,23 @@ def test_the_mcp_operation_is_required() -> None:
     assert defs["McpInvokeInput"]["required"] == ["operation", "server", "call"]
 
 
-def test_write_schemas_writes_sorted_files_and_removes_stale_ones(
+def test_write_schemas_writes_sorted_files_and_leaves_every_other_file(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "Old.schema.json").write_text("{}\n", encoding="utf-8")
+    # A schema of the user's own, in the same directory and the same naming style.
+    own = '{"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "Order"}\n'
+    (tmp_path / "Order.schema.json").write_text(own, encoding="utf-8")
     (tmp_path / "asyncapi.yaml").write_text("asyncapi: 3.0.0\n", encoding="utf-8")
 
     written = write_schemas(tmp_path)
 
     assert written == sorted(written)
     assert {path.name for path in written} == {f"{n}{SCHEMA_SUFFIX}" for n in PAYLOADS}
-    assert not (tmp_path / "Old.schema.json").exists()
+    assert (tmp_path / "Order.schema.json").read_text(encoding="utf-8") == own
     assert (tmp_path / "asyncapi.yaml").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["Order.schema.json", "asyncapi.yaml", *(p.name for p in written)]
+    )  # nothing left beside them
     text = (tmp_path / "ExternalResult.schema.json").read_text(encoding="utf-8")
     assert text.endswith("}\n")
     assert text.startswith('{\n  "$defs": {\n')

@@ -35,6 +35,7 @@ from .contracts import (
 )
 
 ASYNCAPI_FILE = "asyncapi.json"
+_TITLE = "interaction-worker"
 
 
 def asyncapi_document(
@@ -171,7 +172,7 @@ def asyncapi_document(
     app = FastStream(
         broker,
         specification=AsyncAPI(
-            title="interaction-worker",
+            title=_TITLE,
             version=version,
             description=(
                 "Tool calls, MCP requests, observations and deliveries over NATS. K is the subject "
@@ -189,4 +190,15 @@ def asyncapi_text(prefix: str = "interaction") -> str:
             asyncapi_document(prefix), indent=2, sort_keys=True, ensure_ascii=False
         )
         + "\n"
+    )
+
+
+def is_own_asyncapi(document: Any) -> bool:
+    """Whether parsed JSON is an AsyncAPI document generated here: `schema --out` replaces only
+    such a file."""
+    info = document.get("info") if isinstance(document, dict) else None
+    return (
+        isinstance(info, dict)
+        and "asyncapi" in document
+        and info.get("title") == _TITLE
     )

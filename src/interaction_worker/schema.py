@@ -24,6 +24,9 @@ their messages.
 """
 
 import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -150,15 +153,96 @@ def schema_text(schema: dict[str, Any]) -> str:
     return json.dumps(schema, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
-def write_schemas(directory: Path) -> list[Path]:
-    """Write `<name>.schema.json` for every payload and remove stale ones; other files are kept."""
+# A file this large is no document this package wrote; it is not read to find out.
+_LARGEST_OWN = 16 * 1024 * 1024
+
+
+class NotOurs(Exception):
+    """A file `write_documents` would replace holds something it did not write: it is left alone.
+
+    Attributes:
+        path: that file.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path} is not a document this command wrote")
+        self.path = path
+
+
+Document = tuple[str, Callable[[Any], bool]]
+"""A file's text, and how to recognise an earlier version of it (its parsed JSON) as one's own."""
+
+
+def write_documents(directory: Path, documents: Mapping[str, Document]) -> list[Path]:
+    """Write each document to `directory/<file name>`, creating the directory; returns the paths.
+
+    A file already there is replaced only when its JSON is recognised as an earlier version of the
+    same document; otherwise nothing at all is written. Each file is written beside its name and
+    renamed onto it, so an interrupted write leaves the earlier file, never half of the new one.
+    Files of other names are never touched (a schema of a payload that no longer exists stays).
+
+    Raises:
+        NotOurs: a file of one of these names holds something else.
+        OSError: the directory or a file cannot be written.
+    """
     directory.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for name, schema in wire_schemas().items():
-        path = directory / f"{name}{SCHEMA_SUFFIX}"
-        path.write_text(schema_text(schema), encoding="utf-8")
-        written.append(path)
-    for stale in directory.glob(f"*{SCHEMA_SUFFIX}"):
-        if stale not in written:
-            stale.unlink()
-    return sorted(written)
+    paths = {directory / name: document for name, document in documents.items()}
+    for path, (_, ours) in paths.items():
+        if path.exists() and not ours(_read_json(path)):
+            raise NotOurs(path)
+    for path, (text, _) in paths.items():
+        _replace(path, text)
+    return sorted(paths)
+
+
+def write_schemas(directory: Path) -> list[Path]:
+    """Write `<name>.schema.json` for every payload (`write_documents`)."""
+    return write_documents(
+        directory,
+        {
+            f"{name}{SCHEMA_SUFFIX}": (schema_text(schema), titled(name))
+            for name, schema in wire_schemas().items()
+        },
+    )
+
+
+def titled(name: str) -> Callable[[Any], bool]:
+    """Recognises a schema this package wrote for `name`: the dialect, and the payload's name as
+    its title."""
+
+    def ours(document: Any) -> bool:
+        return (
+            isinstance(document, dict)
+            and document.get("$schema") == JSON_SCHEMA_DIALECT
+            and document.get("title") == name
+        )
+
+    return ours
+
+
+def _read_json(path: Path) -> Any:
+    """The file's JSON, or None for anything else (too large, unreadable, not JSON)."""
+    try:
+        if path.stat().st_size > _LARGEST_OWN:
+            return None
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def _replace(path: Path, text: str) -> None:
+    fd, aside = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # as a plain open() would create it
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(aside, path)
+    except BaseException:
+        Path(aside).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

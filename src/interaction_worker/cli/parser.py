@@ -361,7 +361,12 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
         "record the bus traffic of a prefix to a file (JSON Lines), for replay in tests",
     )
     record.add_argument(
-        "--out", type=Path, required=True, metavar="FILE", help="the recording to write"
+        "--out",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="the recording to write, - for stdout; an existing FILE is replaced only by a "
+        "recording that ends well",
     )
     record.add_argument(
         "--subject",
@@ -525,7 +530,10 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
         "or files in --out",
     )
     schema.add_argument(
-        "--out", type=Path, metavar="DIR", help="write the files to this directory"
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write the files to this directory (it replaces only files it wrote)",
     )
     schema.add_argument("--debug", action="store_true", help="tracebacks on errors")
 

@@ -7,8 +7,6 @@ import signal
 import sys
 from datetime import UTC, datetime, timedelta
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
-from typing import BinaryIO
 
 from nats.aio.client import Client
 
@@ -22,6 +20,7 @@ from ..recording.recorder import (
     record_stream,
     started_at,
 )
+from .out_file import OutFile
 from .output import UsageError
 from .parser import EXIT_FAILED, EXIT_OK, parse_duration
 
@@ -47,8 +46,13 @@ def record(args: argparse.Namespace) -> int:
         subjects=tuple(subjects),
         recorder=f"interaction-worker {_version()}",
     )
-    ending, count = asyncio.run(_record(args, target, header, subjects, since))
-    print(f"recorded {count} messages to {args.out}", file=sys.stderr)
+    out = OutFile(args.out)
+    ending, count, where = asyncio.run(
+        _record(args, out, target, header, subjects, since)
+    )
+    print(f"recorded {count} messages to {where}", file=sys.stderr)
+    if ending.failed and where != out.name:
+        _say(f"{out.name} was left as it was; this recording is in {where}")
     if ending is Ending.SLOW_CONSUMER:
         _say(
             "recording stopped: the recorder could not keep up (slow consumer); the file holds "
@@ -64,12 +68,17 @@ def record(args: argparse.Namespace) -> int:
 
 async def _record(
     args: argparse.Namespace,
+    out: OutFile,
     target: Target,
     header: RecordingHeader,
     subjects: list[str],
     since: datetime | None,
-) -> tuple[Ending, int]:
-    """Connect, then create the file: a server that cannot be reached leaves no file behind."""
+) -> tuple[Ending, int, str]:
+    """Connect, then create the file: a server that cannot be reached leaves no file behind.
+
+    The recording replaces `--out` when it ends as asked (`--count`, `--duration`, a signal, the
+    end of the stream); one that fails is kept without replacing it (`OutFile.keep`), and one that
+    fails before it is a recording (an unknown stream) is not kept at all."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     live: LiveRecording | None = None
@@ -88,8 +97,8 @@ async def _record(
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     try:
-        with _open(args.out) as out:
-            writer = RecordingWriter(out, header, limit=args.count)
+        try:
+            writer = RecordingWriter(out.open(), header, limit=args.count)
             try:
                 if args.stream is not None:
                     ending = await _from_stream(args, nc, writer, since, stop)
@@ -100,14 +109,20 @@ async def _record(
                         duration=args.duration,
                         stop=stop,
                         on_ready=lambda: print(
-                            f"recording {' '.join(subjects)} to {args.out} (Ctrl-C stops)",
+                            f"recording {' '.join(subjects)} to {out.name} (Ctrl-C stops)",
                             file=sys.stderr,
                             flush=True,
                         ),
                     )
             finally:
                 writer.flush()
-        return ending, writer.count
+        except BaseException:
+            out.abandon()
+            raise
+        if ending.failed:
+            return ending, writer.count, out.keep()
+        out.commit()
+        return ending, writer.count, out.name
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
@@ -155,15 +170,6 @@ def _since(args: argparse.Namespace) -> datetime | None:
             "duration such as 15m"
         ) from None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _open(path: Path) -> BinaryIO:
-    try:
-        return path.open("wb")
-    except OSError as error:
-        raise UsageError(
-            f"cannot write {path}: {error.strerror or 'not writable'}"
-        ) from None
 
 
 def _say(line: str) -> None:

@@ -13,7 +13,12 @@ import yaml
 
 from .. import service
 from ..app import build_worker, serve_options
-from ..asyncapi import ASYNCAPI_FILE, asyncapi_document, asyncapi_text
+from ..asyncapi import (
+    ASYNCAPI_FILE,
+    asyncapi_document,
+    asyncapi_text,
+    is_own_asyncapi,
+)
 from ..config import (
     CONFIG_ENV,
     DEFAULT_FILE,
@@ -25,7 +30,15 @@ from ..config import (
 from ..embedded import remote_problem
 from ..errors import ConfigurationError
 from ..event_loop import LoopUnavailable
-from ..schema import wire_schemas, write_schemas
+from ..schema import (
+    SCHEMA_SUFFIX,
+    Document,
+    NotOurs,
+    schema_text,
+    titled,
+    wire_schemas,
+    write_documents,
+)
 from ..worker import InteractionWorker
 from .output import UsageError, emit
 from .parser import EXIT_OK
@@ -119,14 +132,22 @@ def schema(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return EXIT_OK
     out: Path = args.out
+    documents: dict[str, Document] = {
+        f"{name}{SCHEMA_SUFFIX}": (schema_text(document), titled(name))
+        for name, document in wire_schemas().items()
+    }
+    documents[ASYNCAPI_FILE] = (asyncapi_text(), is_own_asyncapi)
     try:
-        written = write_schemas(out)
-        document = out / ASYNCAPI_FILE
-        document.write_text(asyncapi_text(), encoding="utf-8")
+        written = write_documents(out, documents)
+    except NotOurs as error:
+        raise UsageError(
+            f"--out {out}: {error.path.name} there is not a file this command wrote; it is left "
+            "as it is (choose another directory, or move it away)"
+        ) from None
     except OSError as error:
         reason = error.strerror or type(error).__name__
         raise UsageError(f"--out {out}: cannot write there: {reason.lower()}") from None
-    for path in [*written, document]:
+    for path in written:
         emit({"wrote": str(path)})
     return EXIT_OK
 
