@@ -8,7 +8,7 @@ from .accounts import (
     worker_credentials,
 )
 from .data_dir import read_embedded_credentials, token_path, ui_token_path
-from .errors import DataDirInUse, EmbeddedServerError
+from .errors import DataDirInUse, EmbeddedServerError, ForeignDataDir
 from .process import find_nats_server
 from .server import DEFAULT_PORT, EmbeddedNatsServer
 from .websocket import WebSocketListener, is_loopback, remote_problem
@@ -22,6 +22,7 @@ __all__ = [
     "DataDirInUse",
     "EmbeddedNatsServer",
     "EmbeddedServerError",
+    "ForeignDataDir",
     "WebSocketListener",
     "find_nats_server",
     "is_loopback",

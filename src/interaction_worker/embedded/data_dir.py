@@ -12,10 +12,24 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import DataDirInUse, EmbeddedServerError
+from .errors import DataDirInUse, EmbeddedServerError, ForeignDataDir
 
 # `secrets.token_urlsafe` output; anything else in the token file was not written by us.
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,}")
+# What a worker (`run`, `console --allow-remote`, `mcp login`) leaves in its data directory: a
+# directory holding files but none of these was never one, and its files are the user's.
+OWN_ENTRIES = frozenset(
+    ("lock", "token", "url", "nats", "nats-server.conf", "nats-server.log")
+    + ("console-token", "mcp-auth")
+)
+
+
+def check_own(data_dir: Path) -> None:
+    """Raise `ForeignDataDir` when `data_dir` holds entries and none of them a worker's: the
+    lock, token, URL and server configuration written there would replace a user's files."""
+    names = [entry.name for entry in data_dir.iterdir()]
+    if names and not OWN_ENTRIES.intersection(names):
+        raise ForeignDataDir()
 
 
 def token_path(data_dir: Path) -> Path:

@@ -16,6 +16,17 @@ class DataDirInUse(EmbeddedServerError):
         self.pid = pid
 
 
+class ForeignDataDir(EmbeddedServerError):
+    """The data directory holds files, none of them a worker's: they could be overwritten."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the data directory holds files that no worker wrote (a worker writes its lock, "
+            "token, url and nats-server.conf there, over files of those names); choose a new or "
+            "empty directory"
+        )
+
+
 class PortInUse(EmbeddedServerError):
     def __init__(self, port: int) -> None:
         super().__init__(f"port {port} is in use")

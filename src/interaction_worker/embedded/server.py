@@ -32,6 +32,7 @@ from .accounts import (
     worker_credentials,
 )
 from .data_dir import (
+    check_own,
     data_dir_errors,
     load_or_create_token,
     lock,
@@ -147,6 +148,7 @@ class EmbeddedNatsServer:
 
         Raises:
             DataDirInUse: another worker, or the server of one, uses the data directory.
+            ForeignDataDir: the data directory holds files, none of them a worker's.
             EmbeddedServerError: the server cannot be found, started or reached.
         """
         if self._lock_fd is not None:
@@ -157,6 +159,8 @@ class EmbeddedNatsServer:
             if not self._data_dir.exists():
                 self._data_dir.mkdir(mode=0o700, parents=True)
                 self._data_dir.chmod(0o700)  # mkdir's mode is filtered by the umask
+            else:
+                check_own(self._data_dir)
             self._lock_fd = lock(self._data_dir / "lock")
         try:
             await self._start(binary)
