@@ -18,7 +18,12 @@ from nats.aio.client import Client
 from nats.errors import SlowConsumerError
 
 from . import event_loop
-from .config import DurableSettings, IdempotencySettings, listen_address
+from .config import (
+    DurableSettings,
+    IdempotencySettings,
+    format_duration,
+    listen_address,
+)
 from .config.values import Rule
 from .embedded import (
     UI_USER,
@@ -172,6 +177,8 @@ async def serve(
         )
     _protect(worker, options)
     stop = stop or asyncio.Event()
+    # A second signal: the calls still running are cancelled now.
+    hurry = asyncio.Event()
     stats = ConnectionStats()
     loop = asyncio.get_running_loop()
     async with contextlib.AsyncExitStack() as stack:
@@ -180,8 +187,12 @@ async def serve(
             # shutdown below, must not kill the process with its default action and leave the
             # nats-server child running. A signal during start-up stops the worker once the
             # embedded server has started (bounded), or at once while connecting (unbounded).
+
+            def on_signal() -> None:
+                (hurry if stop.is_set() else stop).set()
+
             for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, stop.set)
+                loop.add_signal_handler(signum, on_signal)
                 stack.callback(loop.remove_signal_handler, signum)
         monitor = None
         service_metadata: dict[str, str] = {}
@@ -272,11 +283,13 @@ async def serve(
         if not stop.is_set():
             ready(url)
         await stop.wait()
-        _LOGGER.info("shutting down")
+        _say_shutting_down(
+            binding.pending, options.shutdown_grace, install_signal_handlers
+        )
         if monitor is not None:
             monitor.state.draining = True
         await discovery.stop()
-        await binding.stop(options.shutdown_grace)
+        await _stop_binding(binding, options.shutdown_grace, hurry)
     return stats
 
 
@@ -292,6 +305,38 @@ def _protect(worker: InteractionWorker, options: ServeOptions) -> None:
     if isinstance(credentials, str | os.PathLike):
         protected.add(credentials)
     worker.sandbox.check_workspace()
+
+
+def _say_shutting_down(pending: int, grace: float, signals: bool) -> None:
+    if not pending:
+        _LOGGER.info("shutting down")
+        return
+    again = " (a second Ctrl-C or SIGTERM cancels them now)" if signals else ""
+    _LOGGER.info(
+        "shutting down: waiting up to %s for %d call%s in flight%s",
+        format_duration(grace),
+        pending,
+        "" if pending == 1 else "s",
+        again,
+    )
+
+
+async def _stop_binding(
+    binding: "NatsBinding | DurableBinding", grace: float, hurry: asyncio.Event
+) -> None:
+    """`binding.stop(grace)`, cut short when `hurry` is set: what still runs is cancelled at once
+    (answered WORKER_SHUTDOWN, as at the end of the grace)."""
+    stopping = asyncio.ensure_future(binding.stop(grace))
+    hurrying = asyncio.ensure_future(hurry.wait())
+    try:
+        await asyncio.wait({stopping, hurrying}, return_when=asyncio.FIRST_COMPLETED)
+        if not stopping.done():
+            _LOGGER.info("cancelling the %d call(s) still in flight", binding.pending)
+            # A second stop with no grace cancels what the first one still waits for.
+            await binding.stop(0)
+    finally:
+        hurrying.cancel()
+    await stopping
 
 
 async def _monitor(worker: InteractionWorker, listen: str) -> tuple["Monitor", str]:

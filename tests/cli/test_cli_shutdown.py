@@ -228,6 +228,35 @@ async def test_calls_in_flight_finish_and_the_process_exits_0(
     assert code == 0, served.stderr()
     assert stopped < STOP_BOUND
     assert "Traceback" not in served.stderr()
+    # The signal is answered at once, saying what the worker waits for and for how long.
+    assert (
+        "INFO interaction_worker: shutting down: waiting up to 15s for 3 calls in flight "
+        "(a second Ctrl-C or SIGTERM cancels them now)"
+    ) in served.stderr()
+    assert_server_gone(served)
+
+
+async def test_a_second_signal_cancels_the_calls_in_flight_at_once(
+    served: Served,
+) -> None:
+    client = await connect(served)
+    try:
+        task = asyncio.create_task(call(client, 10, "too-slow"))
+        await served.wait_stderr("sleep 'too-slow'", 1)
+        served.proc.send_signal(signal.SIGINT)
+        await served.wait_stderr("waiting up to 15s for 1 call in flight", 1)
+        signalled = time.monotonic()
+        served.proc.send_signal(signal.SIGINT)
+        result = await asyncio.wait_for(task, 10)
+        code = await served.wait_exit(10)
+        stopped = time.monotonic() - signalled
+    finally:
+        await client.close()
+    assert (result["callId"], result["status"]) == ("too-slow", "cancelled")
+    assert result["error"]["code"] == "WORKER_SHUTDOWN"
+    assert code == 0, served.stderr()
+    assert stopped < 5  # not the 15 s grace, nor the 10 s tool
+    assert "Traceback" not in served.stderr()
     assert_server_gone(served)
 
 
