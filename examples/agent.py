@@ -25,6 +25,7 @@ from typing import Any
 from interaction_worker import ConfigurationError
 from interaction_worker.client import (
     ConnectError,
+    ConnectionLost,
     InteractionClient,
     InteractionRequestError,
     NoWorkerError,
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     except (
         StepFailed,
         ConnectError,
+        ConnectionLost,
         NoWorkerError,
         InteractionRequestError,
         TimeoutError,

@@ -23,7 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from interaction_worker import ConfigurationError
-from interaction_worker.client import ConnectError, InteractionClient, NoWorkerError
+from interaction_worker.client import (
+    ConnectError,
+    ConnectionLost,
+    InteractionClient,
+    NoWorkerError,
+)
 from interaction_worker.contracts import Message
 from interaction_worker.flows import (
     ActionDescriptor,
@@ -135,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in str(error).splitlines():
             print(f"react_agent: {line}", file=sys.stderr)
         return 2
-    except (ConnectError, NoWorkerError) as error:
+    except (ConnectError, ConnectionLost, NoWorkerError) as error:
         print(f"react_agent: {error}", file=sys.stderr)
         return 1
     return 0 if completed else 1

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import httpx
+import nats
 import pytest
 from console_harness import Frame, collect, messages, running_console
 
@@ -29,7 +30,7 @@ from interaction_worker.console import (
     sink_subject,
 )
 from interaction_worker.console.access import COOKIE
-from interaction_worker.testing import NatsServer
+from interaction_worker.testing import NatsServer, NatsServerFactory
 
 
 def has(kind: str, key: str) -> Any:
@@ -340,3 +341,39 @@ def test_a_sink_s_key_token_becomes_a_wildcard_and_credentials_are_redacted() ->
         "a=2Eb",
         "delivered",
     )
+
+
+async def test_a_call_from_the_form_ends_when_the_connection_is_lost(
+    nats_server_factory: NatsServerFactory,
+) -> None:
+    """Not at the request's timeout: as soon as the console's connection goes."""
+    server = nats_server_factory()
+    nc = await nats.connect(server.url, allow_reconnect=False)
+    arrived = asyncio.Event()
+
+    async def busy(msg: Any) -> None:
+        arrived.set()  # and never answers
+
+    await nc.subscribe("lost.tool.call", cb=busy)
+    async with running_console(
+        server.url, FeedOptions(prefix="lost", timeout=60)
+    ) as console:
+        url = console.url
+        assert url is not None
+        same = {"Origin": url, "Content-Type": "application/json"}
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            call = {"name": "read_text", "arguments": {}, "id": "form-lost"}
+            answer = asyncio.create_task(
+                http.post("/api/call", json=call, headers=same)
+            )
+            with anyio.fail_after(30):
+                await arrived.wait()
+            await nc.close()
+            server.process.kill()
+            with anyio.fail_after(10):
+                response = await answer
+    assert response.status_code == 503
+    assert response.json()["error"] == {
+        "code": "NOT_CONNECTED",
+        "message": "connection to NATS lost while waiting for the reply to call form-lost",
+    }

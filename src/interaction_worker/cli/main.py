@@ -1,20 +1,23 @@
-"""The entry point: parse, run one command, and turn every failure into an exit code and one line."""
+"""The entry point: parse, run one command, and turn every failure into an exit code and one line.
+
+Nothing heavy is imported here at module level: importing the package's command line (the client,
+the configuration, pydantic) takes about a second, and a Ctrl-C during it must end the command as
+one during the command does (exit code 130, nothing printed), which only `main` can see to.
+"""
 
 import argparse
 import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ..client import ConnectError, NoWorkerError
-from ..embedded import EmbeddedServerError
-from ..errors import ConfigurationError, RegistrationError, ServeError
-from .output import UsageError
-from .parser import EXIT_FAILED, EXIT_USAGE, Handler, build_parser
+Handler = Callable[[argparse.Namespace], int]
 
-# What a process killed by SIGPIPE reports in a shell (128 + 13): `cmd | head -1`.
+# What a shell reports for a process killed by SIGPIPE (128 + 13, `cmd | head -1`) and by SIGINT
+# (128 + 2, Ctrl-C).
 EXIT_BROKEN_PIPE = 141
+EXIT_INTERRUPTED = 130
 
 
 def _lazy(module: str, function: str) -> Handler:
@@ -58,9 +61,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        # Ctrl-C: the person asked for it, so nothing to say (the commands that stop on a
+        # signal, `run`, `record` and `console`, handle it themselves and end normally).
+        return EXIT_INTERRUPTED
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    from ..client import ConnectError, ConnectionLost, NoWorkerError
+    from ..embedded import EmbeddedServerError
+    from ..errors import ConfigurationError, RegistrationError, ServeError
+    from .output import UsageError
+    from .parser import EXIT_FAILED, EXIT_USAGE, build_parser
+
     parser = build_parser(HANDLERS)
     # argparse stops collecting `k=v` arguments at the first option (`call grep --timeout 5
     # pattern=x`): the ones after it come back unrecognised and join the others.
@@ -74,15 +87,19 @@ def _main(argv: Sequence[str] | None) -> int:
     except (UsageError, ConfigurationError, RegistrationError) as error:
         _fail(args, error)
         return EXIT_USAGE
-    except (ConnectError, NoWorkerError, EmbeddedServerError, ServeError) as error:
+    except (
+        ConnectError,
+        ConnectionLost,
+        NoWorkerError,
+        EmbeddedServerError,
+        ServeError,
+    ) as error:
         _fail(args, error)
         return EXIT_FAILED
     except (
         TimeoutError
     ) as error:  # no reply in time: the client's message names the subject
         _fail(args, error)
-        return EXIT_FAILED
-    except KeyboardInterrupt:
         return EXIT_FAILED
 
 

@@ -6,6 +6,7 @@ docs/cli.md lists the same commands and options; a test holds the two together.
 import argparse
 import re
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -23,6 +24,14 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see --help)\n")
+
+
+def package_version() -> str:
+    """The installed distribution's version (`unknown` when run from a tree not installed)."""
+    try:
+        return version("interaction-worker")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _nats_url(value: str) -> str:
@@ -51,6 +60,18 @@ def _positive_int(value: str) -> int:
         number = 0
     if number < 1:
         raise argparse.ArgumentTypeError("must be a whole number of at least 1")
+    return number
+
+
+def _port(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(
+            "must be a port from 0 to 65535 (0: any free one)"
+        )
     return number
 
 
@@ -130,7 +151,7 @@ def _common(
         sub.add_argument("--prefix", metavar="P", help=prefix_help)
         sub.add_argument(
             "--timeout",
-            type=float,
+            type=_positive_float,
             default=75.0,
             metavar="S",
             help="seconds to wait (75)",
@@ -180,6 +201,9 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
         prog="interaction-worker",
         description="Run an agent's tool calls, MCP requests and deliveries over NATS.",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {package_version()}"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str, **kwargs: Any) -> argparse.ArgumentParser:
@@ -195,7 +219,7 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
     )
     run.add_argument(
         "--port",
-        type=int,
+        type=_port,
         metavar="N",
         help="the embedded server's port (0: any free one)",
     )

@@ -6,7 +6,6 @@ import os
 import signal
 import sys
 from datetime import UTC, datetime, timedelta
-from importlib.metadata import PackageNotFoundError, version
 
 from nats.aio.client import Client
 
@@ -22,7 +21,7 @@ from ..recording.recorder import (
 )
 from .out_file import OutFile
 from .output import UsageError
-from .parser import EXIT_FAILED, EXIT_OK, parse_duration
+from .parser import EXIT_FAILED, EXIT_OK, package_version, parse_duration
 
 CLIENT_NAME = "interaction-worker-record"
 
@@ -44,7 +43,7 @@ def record(args: argparse.Namespace) -> int:
         prefix=target.prefix,
         started_at=started_at(),
         subjects=tuple(subjects),
-        recorder=f"interaction-worker {_version()}",
+        recorder=f"interaction-worker {package_version()}",
     )
     out = OutFile(args.out)
     ending, count, where = asyncio.run(
@@ -174,10 +173,3 @@ def _since(args: argparse.Namespace) -> datetime | None:
 
 def _say(line: str) -> None:
     print(f"interaction-worker: {line}", file=sys.stderr)
-
-
-def _version() -> str:
-    try:
-        return version("interaction-worker")
-    except PackageNotFoundError:
-        return "unknown"

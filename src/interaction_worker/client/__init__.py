@@ -2,6 +2,7 @@
 
 from ..config import find_upwards
 from .interaction import (
+    ConnectionLost,
     InteractionClient,
     InteractionRequestError,
     NoWorkerError,
@@ -20,6 +21,7 @@ from .target import (
 __all__ = [
     "DEFAULT_URL",
     "ConnectError",
+    "ConnectionLost",
     "InteractionClient",
     "InteractionRequestError",
     "NoWorkerError",

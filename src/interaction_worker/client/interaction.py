@@ -12,6 +12,7 @@ read from the public event subject.
 """
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -26,6 +27,7 @@ from typing import Any, NamedTuple, Self
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.errors import ConnectionClosedError
 
 from ..contracts import (
     ExternalResult,
@@ -47,6 +49,7 @@ DEFAULT_TIMEOUT = 75.0
 DEFAULT_INBOX_PREFIX = "_INBOX"
 _ACK = "ack"  # the last token of the publish's own reply subject
 _LOGGER = logging.getLogger("interaction_worker")
+_SHOWN_ID = 128  # characters of an id a message shows
 
 
 class InteractionRequestError(Exception):
@@ -72,6 +75,11 @@ class InteractionRequestError(Exception):
 
 class NoWorkerError(Exception):
     """No worker serves the subject (the server answered the request with 503)."""
+
+
+class ConnectionLost(Exception):
+    """The connection to NATS closed while a request waited for its reply:
+    that answer can no longer arrive. The message says what was waited for."""
 
 
 class ToolOutcome(NamedTuple):
@@ -106,11 +114,12 @@ class InteractionClient:
         self.timeout = timeout
         self._inbox = f"{inbox_prefix}.{uuid.uuid4().hex}"
         self._tokens = itertools.count(1)
-        self._waiting: dict[str, asyncio.Future[Msg]] = {}
+        self._waiting: dict[str, _Waiting] = {}
         # What the answer to each request waiting must carry (None: it carries no id).
         self._expected: dict[str, Matcher | None] = {}
         self._subscription: Subscription | None = None
         self._owns_connection = False
+        self._lost = False
 
     @classmethod
     async def connect(
@@ -135,7 +144,14 @@ class InteractionClient:
         env = os.environ if env is None else env
         project = find_project(config, env=env, data_dir=data_dir)
         target = resolve_target(project, env, nats_url=url, prefix=prefix)
-        nc = await connect_target(target, name=name)
+        made: list[InteractionClient] = []
+
+        async def disconnected() -> None:
+            # The connection does not reconnect (`connect_target`): nothing waited for can arrive.
+            for client in made:
+                client.connection_lost()
+
+        nc = await connect_target(target, name=name, disconnected_cb=disconnected)
         client = cls(
             nc,
             prefix=target.prefix,
@@ -143,19 +159,40 @@ class InteractionClient:
             inbox_prefix=project.settings.nats.inbox_prefix,
         )
         client._owns_connection = True
+        made.append(client)
         return client
+
+    def connection_lost(self) -> None:
+        """End every request waiting for an answer with `ConnectionLost`, and refuse new ones.
+
+        A client made by `connect` calls it itself when its connection goes; on a connection of
+        your own, call it from the connection's `disconnected_cb` (or `closed_cb` when it
+        reconnects), or a request waits out its `timeout` for a reply that cannot come."""
+        self._lost = True
+        waiting, self._waiting = self._waiting, {}
+        for entry in waiting.values():
+            if not entry.future.done():
+                entry.future.set_exception(
+                    ConnectionLost(
+                        "connection to NATS lost while waiting for "
+                        + entry.what(self.prefix)
+                    )
+                )
 
     async def close(self) -> None:
         """Stop listening for replies; a connection made by `connect` is closed too."""
-        for future in self._waiting.values():
-            future.cancel()
+        for entry in self._waiting.values():
+            entry.future.cancel()
         self._waiting.clear()
-        if self._subscription is not None:
-            subscription, self._subscription = self._subscription, None
-            if not self.nc.is_closed:
-                await subscription.unsubscribe()
-        if self._owns_connection and not self.nc.is_closed:
-            await self.nc.close()
+        self._expected.clear()
+        # A connection that is closing refuses these too: there is nothing left to undo then.
+        with contextlib.suppress(ConnectionClosedError):
+            if self._subscription is not None:
+                subscription, self._subscription = self._subscription, None
+                if not self.nc.is_closed:
+                    await subscription.unsubscribe()
+            if self._owns_connection and not self.nc.is_closed:
+                await self.nc.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -318,22 +355,31 @@ class InteractionClient:
         headers: Mapping[str, str] | None,
         expected: Matcher | None,
     ) -> Msg:
-        await self._listen()
+        self._check_connected(subject, data)
+        try:
+            await self._listen()
+        except ConnectionClosedError:
+            self._check_connected(subject, data)
+            raise
         # Unpredictable, so that an inbox seen once (in a dead letter, say) tells nobody where the
         # client's next replies will come.
         token = f"{next(self._tokens)}{secrets.token_hex(8)}"
         inbox = f"{self._inbox}.{token}"
         future: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = future
+        self._waiting[token] = _Waiting(future, subject, data)
         self._expected[token] = expected
         full_subject = f"{self.prefix}.{subject}"
         try:
-            await self.nc.publish(
-                full_subject,
-                data,
-                reply=f"{inbox}.{_ACK}",
-                headers={**(headers or {}), "Interaction-Reply-To": inbox},
-            )
+            try:
+                await self.nc.publish(
+                    full_subject,
+                    data,
+                    reply=f"{inbox}.{_ACK}",
+                    headers={**(headers or {}), "Interaction-Reply-To": inbox},
+                )
+            except ConnectionClosedError:
+                self._check_connected(subject, data)
+                raise
             reply = await future
         finally:
             self._waiting.pop(token, None)
@@ -348,11 +394,18 @@ class InteractionClient:
                 f"{self._inbox}.>", cb=self._on_reply
             )
 
+    def _check_connected(self, subject: str, body: Mapping[str, Any] | bytes) -> None:
+        """`ConnectionLost` naming the request, rather than nats-py's `ConnectionClosedError`."""
+        if self._lost or self.nc.is_closed:
+            what = _named(subject, body) or f"the request on {self.prefix}.{subject}"
+            raise ConnectionLost(f"connection to NATS lost before {what} was sent")
+
     async def _on_reply(self, msg: Msg) -> None:
         token, _, last = msg.subject[len(self._inbox) + 1 :].partition(".")
-        future = self._waiting.get(token)
-        if future is None or future.done():
+        entry = self._waiting.get(token)
+        if entry is None or entry.future.done():
             return
+        future = entry.future
         if last == _ACK:
             # The server's "no responders", or a stream's PubAck: only the first ends the wait.
             if msg.headers is not None and msg.headers.get("Status") == "503":
@@ -378,6 +431,42 @@ class InteractionClient:
         except ValueError:
             return False
         return expected(reply)
+
+
+class _Waiting(NamedTuple):
+    """A request waiting for its reply, and what it is, for a message if the connection goes:
+    worked out only then, from the body."""
+
+    future: asyncio.Future[Msg]
+    subject: str
+    body: Mapping[str, Any] | bytes
+
+    def what(self, prefix: str) -> str:
+        """`the reply to call ID`, `the reply to delivery ID`, or `the reply to the request on
+        PREFIX.SUBJECT`."""
+        named = (
+            _named(self.subject, self.body) or f"the request on {prefix}.{self.subject}"
+        )
+        return f"the reply to {named}"
+
+
+def _named(subject: str, body: Mapping[str, Any] | bytes) -> str | None:
+    """`call ID` for a tool call or an MCP invoke, `delivery ID` for a delivery."""
+    if isinstance(body, bytes):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(body, Mapping):
+            return None
+    if subject == "output.deliver":
+        ident, kind = body.get("deliveryId"), "delivery"
+    else:
+        call = body.get("call") if subject in ("tool.call", "mcp.call") else None
+        ident, kind = (call.get("id") if isinstance(call, Mapping) else None), "call"
+    if not isinstance(ident, str) or not ident:
+        return None
+    return f"{kind} {ident[:_SHOWN_ID]}"
 
 
 def _tool_call(

@@ -24,7 +24,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..client import InteractionRequestError, NoWorkerError
+from ..client import ConnectionLost, InteractionRequestError, NoWorkerError
 from .access import COOKIE, Access, same_origin
 from .bus import BusFeed, NotConnected
 from .hub import Hub
@@ -75,7 +75,13 @@ class _Guard:
 
 
 # What a request from the page can end in besides its answer: each shown to the page as an error.
-REQUEST_FAILURES = (NotConnected, NoWorkerError, InteractionRequestError, TimeoutError)
+REQUEST_FAILURES = (
+    NotConnected,
+    ConnectionLost,
+    NoWorkerError,
+    InteractionRequestError,
+    TimeoutError,
+)
 
 
 def _error(code: str, message: str) -> dict[str, Any]:
@@ -228,7 +234,7 @@ def _failure(error: Exception) -> Response:
     if isinstance(error, InteractionRequestError):
         # The worker answered: the request went through, its refusal is the answer.
         return JSONResponse(_error(error.code, error.message))
-    if isinstance(error, NotConnected):
+    if isinstance(error, NotConnected | ConnectionLost):
         return JSONResponse(_error("NOT_CONNECTED", str(error)), 503)
     if isinstance(error, NoWorkerError):
         return JSONResponse(_error("NO_WORKER", str(error)), 503)

@@ -119,6 +119,9 @@ class BusFeed:
                     _LOGGER.warning("console: %s", _one_line(error))
             finally:
                 self.connected.clear()
+                if self._client is not None:
+                    # A page's request waiting for its reply gets its answer now, not at its timeout.
+                    self._client.connection_lost()
                 self._client = None
                 self._lost_at = time.time()
                 if not nc.is_closed:
