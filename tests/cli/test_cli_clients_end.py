@@ -16,9 +16,11 @@ from pathlib import Path
 
 import nats
 import pytest
+from cli_reference import commands
 from test_cli import child_env, cli_command
 from test_cli_first_hour import in_process
 
+import interaction_worker.cli
 from interaction_worker.testing import NatsServerFactory
 
 # Far longer than the test: a command still waiting for its reply when the connection goes must
@@ -132,3 +134,9 @@ def test_version_prints_the_installed_version(
         0,
         f"interaction-worker {version('interaction-worker')}\n",
     )
+
+
+def test_the_package_docstring_names_every_command() -> None:
+    listed = interaction_worker.cli.__doc__ or ""
+    missing = [words for words in commands() if f"\n    {words} " not in listed]
+    assert not missing, f"not in the docstring of interaction_worker.cli: {missing}"
