@@ -132,13 +132,13 @@ def schema(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return EXIT_OK
     out: Path = args.out
-    documents: dict[str, Document] = {
+    files: dict[str, Document] = {
         f"{name}{SCHEMA_SUFFIX}": (schema_text(document), titled(name))
         for name, document in wire_schemas().items()
     }
-    documents[ASYNCAPI_FILE] = (asyncapi_text(), is_own_asyncapi)
+    files[ASYNCAPI_FILE] = (asyncapi_text(), is_own_asyncapi)
     try:
-        written = write_documents(out, documents)
+        written = write_documents(out, files)
     except NotOurs as error:
         raise UsageError(
             f"--out {out}: {error.path.name} there is not a file this command wrote; it is left "
