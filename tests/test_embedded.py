@@ -15,6 +15,7 @@ from interaction_worker.embedded import (
     DataDirInUse,
     EmbeddedNatsServer,
     EmbeddedServerError,
+    ForeignDataDir,
     find_nats_server,
     read_embedded_credentials,
 )
@@ -172,6 +173,34 @@ async def test_port_in_use_is_one_clear_error(tmp_path: Path, busy_port: int) ->
     with anyio.fail_after(START_BOUND), pytest.raises(EmbeddedServerError) as err:
         await server.start()
     assert str(err.value) == f"port {busy_port} is in use"
+
+
+async def test_a_directory_of_the_users_files_is_no_data_directory(
+    tmp_path: Path,
+) -> None:
+    """`--data-dir .` in a project: the lock, token, url and nats-server.conf written there
+    would replace files of those names; nothing is written, nothing started."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("# mine\n")
+    (project / "url").write_text(
+        "https://example.test/\n"
+    )  # a name a worker writes too
+    server = EmbeddedNatsServer(project, port=0)
+    with anyio.fail_after(START_BOUND), pytest.raises(ForeignDataDir) as err:
+        await server.start()
+    assert str(err.value).startswith(
+        "the data directory holds files that no worker wrote"
+    )
+    assert sorted(p.name for p in project.iterdir()) == ["README.md", "url"]
+    assert (project / "url").read_text() == "https://example.test/\n"
+    # A directory a console made (its token alone) is one a worker may use.
+    console_made = tmp_path / "console"
+    console_made.mkdir(mode=0o700)
+    (console_made / "console-token").write_text("t" * 43 + "\n")
+    with anyio.fail_after(START_BOUND):
+        async with EmbeddedNatsServer(console_made, port=0) as started:
+            assert started.url.startswith("nats://127.0.0.1:")
 
 
 async def test_default_port_falls_back_when_4222_is_taken(tmp_path: Path) -> None:

@@ -16,19 +16,17 @@ from .errors import DataDirInUse, EmbeddedServerError, ForeignDataDir
 
 # `secrets.token_urlsafe` output; anything else in the token file was not written by us.
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{16,}")
-# What a worker (`run`, `console --allow-remote`, `mcp login`) leaves in its data directory: a
-# directory holding files but none of these was never one, and its files are the user's.
-OWN_ENTRIES = frozenset(
-    ("lock", "token", "url", "nats", "nats-server.conf", "nats-server.log")
-    + ("console-token", "mcp-auth")
-)
+# What the first use of a data directory leaves there for good: `run`'s lock (never removed), the
+# console's token, `mcp login`'s tokens. A directory holding files but none of these was never a
+# data directory: its files are the user's, and a `token` or `url` among them proves nothing.
+MARKS = frozenset(("lock", "console-token", "mcp-auth"))
 
 
 def check_own(data_dir: Path) -> None:
-    """Raise `ForeignDataDir` when `data_dir` holds entries and none of them a worker's: the
+    """Raise `ForeignDataDir` when `data_dir` holds entries but no mark of a data directory: the
     lock, token, URL and server configuration written there would replace a user's files."""
     names = [entry.name for entry in data_dir.iterdir()]
-    if names and not OWN_ENTRIES.intersection(names):
+    if names and not MARKS.intersection(names):
         raise ForeignDataDir()
 
 
