@@ -17,14 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_cli import (
-    cli,
-    finish,
-    project_dir,
-    spawn,
-    start_run,
-    without_info,
-)
+from test_cli import cli, finish, project_dir, spawn
 
 from interaction_worker.client import find_project
 from interaction_worker.config import SearchBounds, UnsafeFile, find_upwards
@@ -150,36 +143,46 @@ def test_the_search_stops_at_a_filesystem_boundary(tmp_path: Path) -> None:
 def test_run_and_a_client_in_a_subdirectory_agree_on_the_file_and_data_directory(
     tmp_path: Path,
 ) -> None:
-    """Both read the project's worker.yaml from its subdirectory: the subject prefix it sets, the
-    data directory and workspace relative to it; `run` says which file it reads."""
+    """Both read the project's worker.yaml from its subdirectory, and so use the data directory
+    beside it; `run` says which file it reads. No server is needed to show it: `run` on a port in
+    use stops once it has locked the data directory it found, and a client that reaches no
+    server names the data directory it looked in."""
     root = project_dir(tmp_path / "project")
     write(root, "subjects:\n  prefix: found\n")
     deeper = tree(root, "src", "deeper")
     home = {"HOME": str(root)}  # the search goes no higher than the project
-    run = start_run(deeper, data_dir=root / ".interaction", env=home, search=True)
-    try:
-        done = cli("call", "pwd", cwd=deeper, env=home, search=True)
-    finally:
-        code = run.stop()
+    with socket.socket() as taken, socket.socket() as closed:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        closed.bind(("127.0.0.1", 0))
+        nowhere = f"nats://127.0.0.1:{closed.getsockname()[1]}"
+        port = taken.getsockname()[1]
+        jobs = [
+            spawn(["run", "--port", str(port)], deeper, home, search=True),
+            spawn(["call", "pwd", "--nats-url", nowhere], deeper, home, search=True),
+        ]
+        run, call = (finish(job) for job in jobs)
 
-    assert done.code == 0, done.err
-    result, _ = done.lines
-    assert result["status"] == "success"
-    assert result["content"].strip() == str(root)  # the workspace: the file's directory
-    assert code == 0, run.stderr()
+    assert run.code == 1, run.err
     assert (
         f"INFO interaction_worker: configuration: {root / FILE} (the nearest {FILE})"
-        in run.stderr()
+        in (run.err)
     )
+    assert run.error_lines() == [f"interaction-worker: port {port} is in use"]
+    assert (root / ".interaction" / "lock").exists()
     assert not (deeper / ".interaction").exists()
+    assert call.code == 1
+    assert f"no embedded server recorded in {root / '.interaction'})" in call.err
 
 
+@pytest.mark.slow  # `run` imports for about three seconds of CPU before it refuses
 @needs_root
-def test_a_planted_file_is_refused_by_run_and_the_clients_and_runs_nothing(
+def test_a_planted_file_is_refused_by_run_which_starts_nothing(
     tmp_path: Path,
 ) -> None:
     """A worker.yaml another user left in a shared directory above the project names an MCP
-    server command: `run` refuses the file before starting anything, and so does a client."""
+    server command: `run` refuses the file before starting anything. (The clients' refusal, and
+    a file others may write: `find_project` above, in process.)"""
     marker = tmp_path / "the planted command ran"
     shared = tree(tmp_path, "shared")
     planted = write(
@@ -189,26 +192,21 @@ def test_a_planted_file_is_refused_by_run_and_the_clients_and_runs_nothing(
     )
     give(OTHER, planted)
     project = tree(shared, "project")
-    group_writable = tree(tmp_path, "team")
-    write(group_writable, mode=0o664)
     with socket.socket() as closed:  # should a run start anyway, it fails, never hangs
         closed.bind(("127.0.0.1", 0))
         nowhere = f"nats://127.0.0.1:{closed.getsockname()[1]}"
-    home = {"HOME": str(tmp_path)}
-    jobs = [
-        spawn(["run", "--nats-url", nowhere], project, home, search=True),
-        spawn(["call", "pwd", "--nats-url", nowhere], project, home, search=True),
-        spawn(["run", "--nats-url", nowhere], group_writable, home, search=True),
-    ]
-    run, call, team = (finish(job) for job in jobs)
+    run = cli(
+        "run",
+        "--nats-url",
+        nowhere,
+        cwd=project,
+        env={"HOME": str(tmp_path)},
+        search=True,
+    )
 
-    refused = f"interaction-worker: refusing {planted}: it belongs to another user"
-    for done in (run, call):
-        assert done.code == 2, done.err
-        (line,) = done.error_lines()
-        assert line.startswith(refused)
-    assert team.code == 2
-    assert without_info(team.err)[0].startswith(
-        f"interaction-worker: refusing {group_writable / FILE}: group or others may write it"
+    assert run.code == 2, run.err
+    (line,) = run.error_lines()
+    assert line.startswith(
+        f"interaction-worker: refusing {planted}: it belongs to another user"
     )
     assert not marker.exists()

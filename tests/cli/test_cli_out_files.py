@@ -76,6 +76,7 @@ def partial_lines(directory: Path) -> int:
     return kept[0].read_text(encoding="utf-8").count("\n") if kept else 0
 
 
+@pytest.mark.slow  # a server killed under a recorder in a subprocess: a few seconds
 def test_a_recording_cut_by_a_lost_server_is_kept_beside_the_earlier_file(
     nats_server_factory: NatsServerFactory, tmp_path: Path
 ) -> None:

@@ -236,6 +236,7 @@ async def test_calls_in_flight_finish_and_the_process_exits_0(
     assert_server_gone(served)
 
 
+@pytest.mark.slow  # a run of its own, and a tool call in flight: a few seconds
 async def test_a_second_signal_cancels_the_calls_in_flight_at_once(
     served: Served,
 ) -> None:

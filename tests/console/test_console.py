@@ -343,6 +343,7 @@ def test_a_sink_s_key_token_becomes_a_wildcard_and_credentials_are_redacted() ->
     )
 
 
+@pytest.mark.slow  # a server killed, and started again for the console to reconnect
 async def test_a_call_from_the_form_ends_when_the_connection_is_lost(
     nats_server_factory: NatsServerFactory,
 ) -> None:
