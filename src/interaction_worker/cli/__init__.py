@@ -5,6 +5,10 @@
     tools           list the tools the serving worker offers
     mcp discover    list the tools of one MCP server or all
     mcp invoke      call one MCP tool
+    mcp login       sign in to an MCP server behind OAuth
+    mcp logout      forget (and revoke) an MCP server's tokens
+    mcp status      each MCP server's sign-in state
+    mcp-serve       the fleet's tools as an MCP server (stdio or streamable HTTP)
     deliver         send one delivery; print the receipt
     command         send one command of the served command protocol, or print its catalog
     react           a ReAct flow: a model acts through the serving worker
