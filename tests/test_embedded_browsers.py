@@ -137,9 +137,10 @@ async def test_a_data_directory_of_an_earlier_version_keeps_its_token_and_stream
 ) -> None:
     data = tmp_path / "data"
     data.mkdir(mode=0o700)
-    # An earlier version's token file, and its streams in the server's global account.
+    # An earlier version's token file and lock, and its streams in the server's global account.
     (data / "token").write_text("an-earlier-token-1234567\n")
     (data / "token").chmod(0o600)
+    (data / "lock").write_text("")
     with anyio.fail_after(2 * START_BOUND):
         async with EmbeddedNatsServer(data, port=0) as first:
             worker, _ = await connect(first.url, "worker", "an-earlier-token-1234567")
