@@ -147,6 +147,9 @@ def problems(reference: Reference, source: Path) -> list[str]:
     document = resolve(reference.path, source)
     if document is None:
         return [f"{reference.where}: {reference.path} does not exist"]
+    # A document beside the checkout is not the project's: a clone elsewhere would not have it.
+    if not document.is_relative_to(ROOT):
+        return [f"{reference.where}: {reference.path} is outside the project"]
     found = sections(document)
     wrong = []
     if reference.numbers is not None:
@@ -327,7 +330,7 @@ def test_every_markdown_link_to_a_local_file_resolves() -> None:
         pytest.param("[x](tools.md#nowhere)", ["has no anchor"], id="anchor"),
         pytest.param("examples/replay/README.md", [], id="relative-path"),
         pytest.param(
-            "../shared/spec/confi" + "g.md 3", ["does not exist"], id="outside-path"
+            "../elsewhere/confi" + "g.md 3", ["does not exist"], id="missing-outside"
         ),
     ],
 )
@@ -343,6 +346,21 @@ def test_a_reference_is_checked_for_its_document_and_section(
     assert len(wrong) == len(found) and all(
         part in problem for part, problem in zip(found, wrong, strict=True)
     ), wrong
+
+
+def test_a_document_outside_the_project_is_refused_even_when_it_exists(
+    tmp_path: Path,
+) -> None:
+    outside = tmp_path / "notes.md"
+    outside.write_text("# 3. Somewhere\n", encoding="utf-8")
+    source = ROOT / "src" / "interaction_worker" / "worker.py"
+    relative = os.path.relpath(outside, source.parent)
+    wrong = [
+        problem
+        for reference in references(f"{relative} 3", "x")
+        for problem in problems(reference, source)
+    ]
+    assert len(wrong) == 1 and "is outside the project" in wrong[0], wrong
 
 
 def test_a_python_string_is_data_and_a_docstring_or_comment_documentation() -> None:
