@@ -6,6 +6,8 @@ import pytest
 import yaml
 
 from interaction_worker import config
+from interaction_worker.cli.main import HANDLERS
+from interaction_worker.cli.parser import build_parser
 from interaction_worker.config import (
     COMMAND_NAMES,
     DEFAULT_SANDBOX,
@@ -1225,12 +1227,34 @@ def test_effective_writes_absent_blocks_out_as_their_defaults(tmp_path: Path) ->
         ("1.5s", 1.5),
         ("2m", 120.0),
         ("24h", 86400.0),
+        ("2d", 172800.0),
         ("0.25ms", 0.00025),
     ],
 )
 def test_durations_read_and_write_back(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
     assert parse_duration(format_duration(seconds)) == seconds
+
+
+@pytest.mark.parametrize(
+    "text", ["2d", "1500ms", "15m", "0.5h", "15", "15 s", "soon", "0s"]
+)
+def test_the_file_and_the_command_line_read_a_duration_alike(text: str) -> None:
+    try:
+        in_file: float | str = parse_settings(
+            {"durable": {"ack_wait": text}}, base_dir=Path("/srv")
+        ).durable.ack_wait
+    except ConfigurationError as error:
+        in_file = str(error).removeprefix("durable.ack_wait ")
+    try:
+        arguments = ["record", "--out", "r.jsonl", "--duration", text]
+        on_line: float | str = build_parser(HANDLERS).parse_args(arguments).duration
+    except SystemExit:
+        on_line = "refused"
+    if isinstance(in_file, float):
+        assert on_line == in_file
+    else:
+        assert on_line == "refused" and in_file.startswith("must be a")
 
 
 @pytest.mark.parametrize(

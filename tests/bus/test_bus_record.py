@@ -176,7 +176,7 @@ async def test_record_stops_after_count_messages_and_after_its_duration(
     where = ["--nats-url", nats_url, "--prefix", prefix]
     with (
         recorder("--out", str(counted), "--count", "3", *where) as by_count,
-        recorder("--out", str(timed), "--duration", "1.5", *where) as by_time,
+        recorder("--out", str(timed), "--duration", "1500ms", *where) as by_time,
     ):
         started = time.monotonic()
         for n in range(5):
@@ -333,7 +333,11 @@ async def test_record_reads_a_streams_history_from_a_time_and_stops_at_its_last_
     [
         (("--since", "15m"), "--since needs --stream"),
         (("--stream", "S", "--duration", "5s"), "--duration is for live recordings"),
-        (("--duration", "soon"), "is not a duration such as 30s"),
+        (
+            ("--duration", "soon"),
+            "argument --duration: must be a duration such as 500ms",
+        ),
+        (("--duration", "15"), "argument --duration: must be a duration such as 500ms"),
         (("--count", "0"), "at least 1"),
         (
             ("--stream", "S", "--subject", "a", "--subject", "b"),

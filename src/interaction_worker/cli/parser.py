@@ -4,14 +4,13 @@ docs/cli.md lists the same commands and options; a test holds the two together.
 """
 
 import argparse
-import re
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-from ..config.values import LISTEN_RULE, Rule, listen_address
+from ..config.values import LISTEN_RULE, Rule, listen_address, parse_duration
 from ..event_loop import LOOP_NAMES
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -85,27 +84,11 @@ def _positive_float(value: str) -> float:
     return number
 
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)?")
-
-
-def parse_duration(value: str) -> float:
-    """`30s`, `15m`, `1h`, `250ms`, or a number of seconds; above 0.
-
-    Raises:
-        ValueError: anything else.
-    """
-    match = _DURATION.fullmatch(value.strip())
-    if match is None or float(match[1]) <= 0:
-        raise ValueError(f"{value!r} is not a duration such as 30s, 15m or 1h")
-    return float(match[1]) * _UNITS[match[2] or "s"]
-
-
 def _duration(value: str) -> float:
-    try:
-        return parse_duration(value)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    seconds = parse_duration(value)
+    if isinstance(seconds, Rule):
+        raise argparse.ArgumentTypeError(seconds.text)
+    return seconds
 
 
 FAMILIES = ("tool", "mcp", "output", "command", "dead")
@@ -406,7 +389,7 @@ def build_parser(handlers: dict[str, Handler]) -> Parser:
         "--duration",
         type=_duration,
         metavar="D",
-        help="stop after D (30s, 15m, 1h, or seconds)",
+        help="stop after D (a duration such as 500ms, 30s, 15m, 1h or 2d)",
     )
     record.add_argument(
         "--stream",

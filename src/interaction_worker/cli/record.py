@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from nats.aio.client import Client
 
 from ..client.target import Target, connect, find_project, resolve_target
+from ..config.values import parse_duration
 from ..recording import RecordingHeader
 from ..recording.recorder import (
     Ending,
@@ -21,7 +22,7 @@ from ..recording.recorder import (
 )
 from .out_file import OutFile
 from .output import UsageError
-from .parser import EXIT_FAILED, EXIT_OK, package_version, parse_duration
+from .parser import EXIT_FAILED, EXIT_OK, package_version
 
 CLIENT_NAME = "interaction-worker-record"
 
@@ -157,10 +158,9 @@ def _since(args: argparse.Namespace) -> datetime | None:
     if args.since is None:
         return None
     text = str(args.since).strip()
-    try:
-        return datetime.now(UTC) - timedelta(seconds=parse_duration(text))
-    except ValueError:
-        pass
+    seconds = parse_duration(text)
+    if isinstance(seconds, float):
+        return datetime.now(UTC) - timedelta(seconds=seconds)
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:

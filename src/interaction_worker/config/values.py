@@ -21,12 +21,13 @@ T = TypeVar("T")
 DURATION_RULE = "must be a duration such as 500ms, 30s or 24h"
 # int64 nanoseconds (JetStream's unit) hold about 2.5 million hours; stay well inside.
 MAX_DURATION_HOURS = 100_000
-_DURATION = re.compile(r"(\d{1,15}(?:\.\d{1,15})?)(ms|s|m|h)")
+_DURATION = re.compile(r"(\d{1,15}(?:\.\d{1,15})?)(ms|s|m|h|d)")
 _UNIT_SECONDS = {
     "ms": Decimal("0.001"),
     "s": Decimal(1),
     "m": Decimal(60),
     "h": Decimal(3600),
+    "d": Decimal(86400),
 }
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _MISSING: Any = object()
@@ -44,7 +45,8 @@ class Rule:
 
 
 def parse_duration(value: object) -> float | Rule:
-    """Seconds, or the rule the value breaks."""
+    """Seconds, or the rule the value breaks: the one grammar of durations, in the file and on the
+    command line (docs/configuration.md)."""
     match = _DURATION.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         return Rule(DURATION_RULE)
