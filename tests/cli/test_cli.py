@@ -29,7 +29,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 READY_BOUND = (
-    30.0  # seconds for `run` to print its ready line (a loaded 2-core CI machine)
+    60.0  # seconds for `run` to print its ready line (a loaded 2-core CI machine)
 )
 STOP_BOUND = (
     15.0  # seconds for `run` to exit after SIGTERM (the default shutdown_grace)

@@ -18,8 +18,8 @@ import pytest
 from test_cli import own_config, without_info
 
 REPO = Path(__file__).resolve().parents[2]
-READY_BOUND = 30.0
-EXIT_BOUND = 30.0
+READY_BOUND = 60.0
+EXIT_BOUND = 60.0
 # SIGTERM from the kernel, then the server's own clean exit.
 ORPHAN_BOUND = 3.0
 

@@ -28,7 +28,7 @@ from test_cli import own_config
 from interaction_worker.embedded import read_embedded_credentials
 
 REPO = Path(__file__).resolve().parents[2]
-READY_BOUND = 30.0
+READY_BOUND = 60.0
 STOP_BOUND = 15.0  # the default shutdown_grace
 APP = "examples.custom_tool:worker"
 
