@@ -308,13 +308,56 @@ def person_browser() -> Iterator[None]:
         yield
 
 
+class Turns:
+    """At most `at_once` scenarios driven side by side, and a scenario that must run alone (its
+    checks time the client to a fraction of a second, which a busy event loop would miss) waits
+    for the others to end, while those that come after it wait for it."""
+
+    def __init__(self, at_once: int) -> None:
+        self.at_once = at_once
+        self.running = 0
+        self.alone_waiting = 0
+        self.alone_running = False
+        self.changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def turn(self, *, alone: bool) -> AsyncIterator[None]:
+        async with self.changed:
+            if alone:
+                self.alone_waiting += 1
+                await self.changed.wait_for(
+                    lambda: self.running == 0 and not self.alone_running
+                )
+                self.alone_waiting -= 1
+                self.alone_running = True
+            else:
+                await self.changed.wait_for(
+                    lambda: (
+                        self.running < self.at_once
+                        and not self.alone_waiting
+                        and not self.alone_running
+                    )
+                )
+            self.running += 1
+        try:
+            yield
+        finally:
+            async with self.changed:
+                self.running -= 1
+                self.alone_running = self.alone_running and not alone
+                self.changed.notify_all()
+
+
 @contextlib.asynccontextmanager
-async def adapters(nats_url: str, *, at_once: int) -> AsyncIterator[tuple[str, Notes]]:
+async def adapters(
+    nats_url: str, *, at_once: int, alone: frozenset[str] = frozenset()
+) -> AsyncIterator[tuple[str, Notes]]:
     """A loopback address `conformance/adapter.py` hands its scenario to, `HOST:PORT`, and the
     notes of the scenarios run; at most `at_once` scenarios are driven at the same time (the
-    suite starts them all together, which would starve the worker's starts on a small machine)."""
+    suite starts them all together, which would starve the worker's starts on a small machine),
+    and the scenarios of `alone` with no other."""
     notes: Notes = {}
-    turns = asyncio.Semaphore(at_once)
+    turns = Turns(at_once)
     handlers: set[asyncio.Task[None]] = set()
 
     async def scenario(
@@ -325,7 +368,7 @@ async def adapters(nats_url: str, *, at_once: int) -> AsyncIterator[tuple[str, N
         try:
             asked = json.loads(await reader.readline())
             note = notes.setdefault(asked["scenario"], Note())
-            async with turns:
+            async with turns.turn(alone=asked["scenario"] in alone):
                 started = asyncio.get_running_loop().time()
                 try:
                     with tempfile.TemporaryDirectory() as work:
