@@ -325,6 +325,22 @@ class Inbox:
 # --------------------------------------------------------------------------- the workers
 
 
+def deployed_config(directory: Path) -> Path:
+    """deploy/worker.yaml as a pod reads it, written in `directory`: byte for byte but for its
+    workspace, the image's /workspace, which is a directory made here (run refuses a workspace
+    that does not exist)."""
+    committed = WORKER_CONFIG.read_text(encoding="utf-8")
+    assert committed.count("\nworkspace: /workspace\n") == 1
+    workspace = directory / "workspace"
+    workspace.mkdir(exist_ok=True)
+    config = directory / "worker.yaml"
+    config.write_text(
+        committed.replace("\nworkspace: /workspace\n", f"\nworkspace: {workspace}\n"),
+        encoding="utf-8",
+    )
+    return config
+
+
 class Workers:
     """`interaction-worker run countapp:worker --config deploy/worker.yaml` processes, each
     connected as the `workers` user to one node."""
@@ -332,6 +348,7 @@ class Workers:
     def __init__(self, cwd: Path, cluster: Cluster) -> None:
         self.cwd = cwd
         self.cluster = cluster
+        self.config = deployed_config(cwd)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.metrics: list[str] = []
         self._ready = 0
@@ -366,7 +383,7 @@ class Workers:
                     "run",
                     "countapp:worker",
                 ),
-                *("--config", str(WORKER_CONFIG)),
+                *("--config", str(self.config)),
                 # The committed file listens on 0.0.0.0:9464, one per pod; here two share a host.
                 *("--metrics-listen", f"127.0.0.1:{port}"),
             ],
