@@ -4,8 +4,15 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from interaction_worker.contracts import JsonRefused, parse_json, parse_json_object
+from interaction_worker.contracts import (
+    JsonRefused,
+    parse_json,
+    parse_json_object,
+    strict_json,
+)
 
 MARK = "SECRET-7f3a"  # in every refused body: a message must never quote it
 NOT_JSON = "the body is not valid JSON"
@@ -250,3 +257,192 @@ def test_refusal_is_not_chained_to_the_decoder_error() -> None:
         parse_json(b'{"' + MARK.encode() + b'": "\xff"}')
     assert info.value.__cause__ is None
     assert info.value.__suppress_context__
+
+
+# The quick parse (pydantic-core's, vouched) must return what the strict parse returns, and leave
+# every refusal to it: bodies written from pieces chosen to sit on the edges of both parsers, mostly
+# valid (a body the quick parse refuses is parsed strictly anyway), some cut or spoiled.
+_KEYS = ["a", "b", "a:b", ":", "\\u003a", "\\u003A", "\\\\u003a", "é", "\\ud83d\\ude00"]
+_STRING_PIECES = [
+    "x",
+    ":",
+    "::",
+    "\\\\",
+    '\\"',
+    '\\":',
+    "\\u003a",
+    "\\u0041",
+    "\\ud83d\\ude00",
+    "é",
+    "😀",
+    "\x7f",
+    "\\n",
+    "\\/",
+    "[",
+    "{",
+]
+_BAD_STRING_PIECES = ["\\ud800", "\\udc00", "\\ud83dx", "\x01", "\\x"]
+_NUMBERS = [
+    "0",
+    "-0",
+    "-0.0",
+    "1e400",
+    "-1e400",
+    "1E+308",
+    "1e308",
+    "1.7976931348623157e308",
+    "1.7976931348623159e308",
+    "2.2250738585072011e-308",
+    "4.9e-324",
+    "2e-324",
+    "1e-400",
+    "0.1",
+    "123456789012345678901234567890.123456789e-5",
+    "9007199254740993",
+    "18446744073709551616",
+    "1" * 400 + ".0",
+    "1" * 4300,
+    "-" + "1" * 4300,
+    "1" * 500 + "e-490",
+]
+_BAD_NUMBERS = [
+    "01",
+    "1.",
+    ".5",
+    "+1",
+    "1" * 4301,
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e",
+    "-",
+]
+_SPACES = ["", " ", "\n", "\t", "\r"]
+_BAD_SPACES = ["\x0c", "\xa0", "\ufeff"]
+
+
+@st.composite
+def _json_texts(draw: st.DrawFn) -> str:
+    spoiled = draw(st.integers(0, 9)) == 0
+
+    def pick(good: list[str], bad: list[str]) -> str:
+        return draw(st.sampled_from(good + bad if spoiled else good))
+
+    def value(depth: int) -> str:
+        kind = draw(st.integers(0, 4 if depth < 3 else 2))
+        if kind == 0:
+            return pick(_NUMBERS, _BAD_NUMBERS)
+        if kind == 1:
+            pieces = st.lists(st.just(0), max_size=4)
+            return (
+                '"'
+                + "".join(
+                    pick(_STRING_PIECES, _BAD_STRING_PIECES) for _ in draw(pieces)
+                )
+                + '"'
+            )
+        if kind == 2:
+            return pick(["true", "false", "null"], ["nul", "True"])
+        if kind == 3:
+            items = draw(st.lists(st.just(0), max_size=3))
+            return "[" + ",".join(value(depth + 1) for _ in items) + "]"
+        keys = draw(st.lists(st.sampled_from(_KEYS), max_size=4))
+        return (
+            "{"
+            + ",".join(
+                f'"{key}"{pick(_SPACES, _BAD_SPACES)}:{value(depth + 1)}'
+                for key in keys
+            )
+            + "}"
+        )
+
+    return pick(_SPACES, _BAD_SPACES) + value(0) + pick(_SPACES, _BAD_SPACES)
+
+
+def _outcome(parse: Any, data: bytes) -> tuple[str, Any]:
+    try:
+        return "parsed", _typed(parse(data))
+    except JsonRefused as refused:
+        return "refused", refused.message
+
+
+def _typed(value: Any) -> Any:
+    """`value` with its types and key order kept, so that 1 and 1.0, -0.0 and 0.0 differ."""
+    if isinstance(value, dict):
+        return ("dict", [(key, _typed(item)) for key, item in value.items()])
+    if isinstance(value, list):
+        return ("list", [_typed(item) for item in value])
+    return (type(value).__name__, repr(value))
+
+
+@settings(deadline=None, max_examples=400)
+@given(text=_json_texts(), cut=st.integers(0, 9), at=st.integers(0, 10**6))
+def test_the_quick_parse_returns_what_the_strict_parse_returns(
+    text: str, cut: int, at: int
+) -> None:
+    data = text.encode("utf-8", "surrogatepass")
+    if cut == 1 and data:  # one byte removed: most bodies become invalid JSON or UTF-8
+        index = at % len(data)
+        data = data[:index] + data[index + 1 :]
+    elif cut == 2:  # one invalid byte
+        index = at % (len(data) + 1)
+        data = data[:index] + b"\xff" + data[index:]
+    assert _outcome(parse_json, data) == _outcome(_strictly, data)
+
+
+def _strictly(data: bytes) -> Any:
+    deep = data.count(b"[") + data.count(b"{") > 100
+    return strict_json._parse_strictly(data, deep)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(
+            b'{"call": {"id": "c-1", "name": "noop", "arguments": {}}}', id="call"
+        ),
+        pytest.param(
+            b'{"call":{"id":"c-1","name":"fetch","arguments":'
+            b'{"url":"https://example.com/a:b","at":"12:30","limit":5,"ratio":0.5,'
+            b'"tags":["a",{"k":null,"t":true}]}}}',
+            id="colons-in-strings",
+        ),
+        pytest.param(
+            '{"t": "\\u00e9 😀 \\n", "n": [1e308, -0.0, 123456789012345678901234567890]}'.encode(),
+            id="escapes-and-numbers",
+        ),
+    ],
+)
+def test_a_valid_body_is_parsed_once(
+    data: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body the quick parse vouches for never reaches the strict scanner: one parse, not two."""
+    expected = json.loads(data)
+
+    def scan(*_: object) -> Any:
+        raise AssertionError("parsed a second time")
+
+    monkeypatch.setattr(strict_json, "_SCAN", scan)
+    assert parse_json_object(data) == expected
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        pytest.param(b'{"a": 1, "a": 2}', DUPLICATE, id="repeated-key"),
+        pytest.param(b'{"a" : 1, "a" : 2, "b": ":"}', DUPLICATE, id="spaced-colons"),
+        pytest.param(
+            b'{"a": 1, "a": 2, "\\u003a": ":"}', DUPLICATE, id="escaped-colon"
+        ),
+        pytest.param(b'{"a": 1e400}', NOT_FINITE, id="overflow"),
+        pytest.param(b'{"a": [NaN]}', "JSON must not contain NaN", id="nan"),
+    ],
+)
+def test_what_the_quick_parse_cannot_vouch_for_is_refused_strictly(
+    data: bytes, message: str
+) -> None:
+    with pytest.raises(JsonRefused) as info:
+        parse_json_object(data)
+    assert info.value.message == message
+    assert info.value.__cause__ is None
+    assert info.value.__suppress_context__ or info.value.__context__ is None

@@ -3,6 +3,14 @@
 Python's `json` (and pydantic's JSON mode) accept NaN, Infinity, `1e400` as infinity, lone surrogate
 escapes and duplicate keys; the wire refuses all of them, and nesting past 100 levels. The parse is done
 once per message, so the rare checks are gated on cheap byte scans of the body.
+
+The authority is `json`'s scanner with hooks that refuse each of these (`_parse_strictly`); its hooks
+are Python calls, one per object and per number. A body is first read by pydantic-core's parser (Rust,
+no hooks), which refuses NaN, Infinity, invalid UTF-8, lone surrogates, integers over 4,300 digits and
+every syntax error, and its value is kept only when it is vouched to be what the strict parse would
+return: at most 100 brackets (no deeper nesting), no float that overflowed to infinity, and no key
+repeated (`_vouched` counts colons). Anything else is parsed again strictly, so every refusal is the
+strict parser's, with its message.
 """
 
 import json
@@ -10,6 +18,8 @@ import json.scanner
 import math
 import re
 from typing import Any
+
+from pydantic_core import from_json
 
 MAX_DEPTH = 100
 MAX_INT_DIGITS = 4300
@@ -71,12 +81,73 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
 
 
 def parse_json(body: bytes) -> Any:
+    # Fewer brackets than the limit cannot nest deeper than it: the exact walk is only for the rare rest.
+    deep = len(body) > MAX_DEPTH and body.count(b"[") + body.count(b"{") > MAX_DEPTH
+    if not deep:
+        try:
+            value = from_json(body)
+        except ValueError:
+            pass  # refused: the strict parse says why, its refusal chained to nothing
+        else:
+            if _vouched(value, body):
+                return value
+    return _parse_strictly(body, deep)
+
+
+class _Unvouched(Exception):
+    """The quick parse's value holds a float that is not finite: the strict parse refuses it."""
+
+
+def _vouched(value: Any, body: bytes) -> bool:
+    """Whether `value`, as pydantic-core parsed `body`, is what the strict parse returns.
+
+    `value` lost a key for each key its body repeated (the last one wins), and every key of the
+    body is followed by its colon: a body with no more colons than `value` has keys repeated none.
+    Nor does one whose keys are each written right before their colon (no whitespace before any
+    colon) with no more `":` than `value` has keys, whatever colons its strings hold."""
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        return kind is not float or not value - value  # inf - inf and nan are nan: true
+    try:
+        keys = _keys(value)
+    except _Unvouched:
+        return False
+    if keys == body.count(b":"):
+        return True
+    text = body.decode()  # str's searches cost a fraction of bytes' here
+    return (
+        keys == text.count('":')
+        and " :" not in text
+        and "\t:" not in text
+        and "\n:" not in text
+        and "\r:" not in text
+    )
+
+
+def _keys(container: Any) -> int:
+    """The keys of the objects in `container` (a dict or a list); `_Unvouched` at a float that is
+    not finite (one that overflowed, `1e400`)."""
+    if type(container) is dict:
+        count = len(container)
+        items = container.values()
+    else:
+        count = 0
+        items = container
+    for item in items:
+        kind = type(item)
+        if kind is dict or kind is list:
+            if item:
+                count += _keys(item)
+        elif kind is float and item - item:
+            raise _Unvouched
+    return count
+
+
+def _parse_strictly(body: bytes, deep: bool) -> Any:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise JsonRefused("the body must be UTF-8") from None
-    # Fewer brackets than the limit cannot nest deeper than it: the exact walk is only for the rare rest.
-    deep = len(body) > MAX_DEPTH and body.count(b"[") + body.count(b"{") > MAX_DEPTH
     if deep:
         _check_depth(text)
     start = _skip_whitespace(text, 0) if text[:1] in _WHITESPACE else 0
