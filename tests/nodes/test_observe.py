@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import to_json
 
+import interaction_worker.nodes.observe as observe_module
 from interaction_worker import (
     ExternalResult,
     InteractionError,
@@ -22,6 +23,7 @@ from interaction_worker.nodes import (
     observation_document,
     observe_request,
     shortened_observation,
+    wire_json,
     wire_observation,
 )
 
@@ -635,6 +637,84 @@ def test_the_wire_document_path_publishes_the_same_bytes_as_the_models(
     assert to_json(observation) == observe_request({"result": raw}).to_json()
     assert observation_document(model) == observation
     assert raw == raw_before
+
+
+@settings(deadline=None, max_examples=300)
+@given(raw=wire_results())
+def test_the_result_and_its_observation_are_written_as_to_json_writes_them(
+    raw: dict[str, Any],
+) -> None:
+    """`wire_json` writes each field once into both documents, never building the observation:
+    the bytes are those of `to_json` on the document and on its observation."""
+    fields = {k: v for k, v in raw.items() if k not in ("callId", "source")}
+    document = check.external_result_document(fields, raw["callId"], raw["source"])
+    before = copy.deepcopy(document)
+
+    assert wire_json(document) == (
+        to_json(document),
+        to_json(wire_observation(document)),
+    )
+    assert document == before
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param("plain", id="plain"),
+        pytest.param('say "hi"', id="quote"),
+        pytest.param("back\\slash", id="backslash"),
+        pytest.param("line\nbreak\ttab\x00\x1f\x7f", id="controls"),
+        pytest.param("é😀\u2028\u2029\u00a0\u200b", id="unicode"),
+        pytest.param([{"type": "text", "text": "only"}], id="one-text-part"),
+        pytest.param([{"type": "text", "text": 3}], id="one-part-not-text"),
+        pytest.param([], id="no-parts"),
+        pytest.param([{"type": "json", "data": 1.5e300}, {"type": "x"}], id="parts"),
+        pytest.param({"a": [1, -0.0, None, True]}, id="json"),
+    ],
+)
+@pytest.mark.parametrize("status", ["success", "failed"])
+def test_each_kind_of_content_is_written_as_to_json_writes_it(
+    content: Any, status: str
+) -> None:
+    document: dict[str, Any] = {
+        "callId": "c-1",
+        "source": "files:read",
+        "status": status,
+        "content": content,
+    }
+    if status != "success":
+        document["error"] = {"code": "E", "message": 'not "found"'}
+    assert wire_json(document) == (
+        to_json(document),
+        to_json(wire_observation(document)),
+    )
+
+
+def test_a_text_result_is_observed_from_its_own_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A text tool's success is serialised once: its observation is never built as a dict."""
+    document = {
+        "callId": "c-1",
+        "source": "files:read",
+        "status": "success",
+        "content": 'a "quoted", content:"x" text',
+    }
+    expected = (to_json(document), to_json(wire_observation(document)))
+
+    def shaped(result: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("the observation was built as a dict")
+
+    monkeypatch.setattr(observe_module, "wire_observation", shaped)
+    assert wire_json(document) == expected
+
+
+def test_a_document_with_other_keys_is_written_whole() -> None:
+    document = {"callId": "c-1", "source": "s", "status": "success", "extra": 1}
+    assert wire_json(document) == (
+        to_json(document),
+        to_json(wire_observation(document)),
+    )
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from .observe import (
     observe_validated_result,
     shortened_json,
     shortened_observation,
+    wire_json,
     wire_observation,
 )
 from .output import (
@@ -61,5 +62,6 @@ __all__ = [
     "shortened_json",
     "shortened_observation",
     "tool_definition",
+    "wire_json",
     "wire_observation",
 ]

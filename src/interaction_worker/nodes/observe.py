@@ -87,6 +87,40 @@ def wire_observation(result: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+# What a text result's observation writes in place of its content's key, by source: the sources a worker
+# answers for are its tools' names, a few; past this many, the rest are written each time.
+_MESSAGE_HEADS: dict[str, bytes] = {}
+_MAX_MESSAGE_HEADS = 256
+
+
+def wire_json(result: dict[str, Any]) -> tuple[bytes, bytes]:
+    """`to_json(result)` and `to_json(wire_observation(result))`, byte for byte, for a validated
+    result's wire document (its keys in the declared order, as the validators write them).
+
+    A success whose only content is a string is observed as that string, under a message of its
+    source: its observation is the result's own JSON with the message written around the content,
+    never built as a dict nor serialised again."""
+    result_json = to_json(result)
+    if (
+        len(result) == 4
+        and type(result.get("content")) is str
+        and result["status"] == "success"
+    ):
+        # callId, source, status, content: the message goes around the content. The content's key
+        # is written with unescaped quotes, which no JSON string holds: the first one is it.
+        source = result["source"]
+        head = _MESSAGE_HEADS.get(source) or _message_head(source)
+        return result_json, result_json.replace(b',"content":"', head, 1) + b"}"
+    return result_json, to_json(wire_observation(result))
+
+
+def _message_head(source: str) -> bytes:
+    head = b',"message":{"role":"tool","name":%b,"content":"' % to_json(source)
+    if len(_MESSAGE_HEADS) < _MAX_MESSAGE_HEADS:
+        _MESSAGE_HEADS[source] = head
+    return head
+
+
 def _content_parts(content: Any) -> list[Any]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]

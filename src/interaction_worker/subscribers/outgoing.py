@@ -11,7 +11,7 @@ from ..contracts import validation as check
 from ..contracts.common import RESULT_STATUSES
 from ..contracts.keys import headers_size, is_safe_header_value
 from ..errors import ResultTooLarge
-from ..nodes import EVENT_HEADERS_ROOM, shortened_json, wire_observation
+from ..nodes import EVENT_HEADERS_ROOM, shortened_json, wire_json, wire_observation
 from .subjects import Subjects
 
 
@@ -131,6 +131,15 @@ class Outgoing:
         # Bytes a result or receipt leaves for the ledger's envelope when the ledger records it
         # (wire.md 1): its `done` record must fit in max_payload too.
         self.record_allowance = 0
+        self._event_subjects: dict[str, tuple[str, str]] = {}
+
+    def _family_subjects(self, family: str) -> tuple[str, str]:
+        """`family`'s result and observation subjects (`P.tool.result`, `P.tool.observation`),
+        remembered: the subjects' prefix never changes."""
+        prefix = self.subjects.prefix
+        subjects = (f"{prefix}.{family}.result", f"{prefix}.{family}.observation")
+        self._event_subjects[family] = subjects
+        return subjects
 
     def room(self) -> int:
         """The bytes one publish may take, headers included."""
@@ -193,35 +202,46 @@ class Outgoing:
         The result must fit (its reply and its event), else it becomes RESULT_TOO_LARGE; its
         observation, which repeats the content, is shortened when it alone does not (wire.md 1)."""
         room = self.room() - _EVENT_HEADERS - (headers_size(trace) if trace else 0)
-        result, result_json, reply_json = self.fit_result(result, operation, room)
-        # `nodes.observation_json`, inline: the shortening only where the observation does not fit.
-        observation = wire_observation(result)
-        observation_json = to_json(observation)
+        # Both documents written at once, each field serialised once (`wire_json`).
+        result_json, observation_json = wire_json(result)
+        reply_json = (
+            b'{"operation":"invoke","result":' + result_json + b"}"
+            if operation == "invoke"
+            else result_json
+        )
+        if len(reply_json) > room - self.record_allowance:
+            result, result_json, reply_json = self.fit_result(result, operation, room)
+            observation_json = wire_json(result)[1]
         if len(observation_json) > room:
-            observation_json = shortened_json(observation, len(observation_json), room)
+            observation_json = shortened_json(
+                wire_observation(result), len(observation_json), room
+            )
         error = result.get("error")
         call_id = result["callId"]
         status = result["status"]
-        prefix = self.subjects.prefix
+        result_subject, observation_subject = self._event_subjects.get(
+            family
+        ) or self._family_subjects(family)
         # One header set for both events; only Nats-Msg-Id differs. Its block is written beside it
         # while every value is one nats-py writes unchanged: the key is subject-safe by
-        # construction, the message ids are subjects, the status one of the contract's words, the
-        # call id and error code checked.
+        # construction (a call id equal to it too), the message ids are subjects, the status one of
+        # the contract's words, the call id and error code checked.
         headers = {"Content-Type": "application/json", "Interaction-Key": key}
-        block = f"{_EVENT_BLOCK}{key}\r\n"
-        if is_safe_header_value(call_id):
+        if call_id == key or is_safe_header_value(call_id):
             headers["Interaction-Call-Id"] = call_id
-            block = f"{block}Interaction-Call-Id: {call_id}\r\n"
+            block = (
+                f"{_EVENT_BLOCK}{key}\r\nInteraction-Call-Id: {call_id}\r\n"
+                f"Interaction-Status: {status}\r\n"
+            )
+        else:
+            block = f"{_EVENT_BLOCK}{key}\r\nInteraction-Status: {status}\r\n"
         headers["Interaction-Status"] = status
         plain = status in RESULT_STATUSES
-        block = f"{block}Interaction-Status: {status}\r\n"
         if error is not None:
             code = error["code"]
             headers["Interaction-Error-Code"] = code
             plain = plain and is_safe_header_value(code)
             block = f"{block}Interaction-Error-Code: {code}\r\n"
-        result_subject = f"{prefix}.{family}.result"
-        observation_subject = f"{prefix}.{family}.observation"
         result_id = f"{result_subject}:{key}"
         observation_id = f"{observation_subject}:{key}"
         result_headers: dict[str, str]
