@@ -1236,6 +1236,66 @@ def test_tool_call_returns_the_call(call: dict[str, Any]) -> None:
     assert check.tool_call(call) is call
 
 
+def _not_asked(*_: object) -> Any:
+    raise AssertionError("checked a second way")
+
+
+def test_the_call_the_bus_sends_is_checked_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A valid call passes every check of `tool_call` in one place, none of them field by field."""
+    monkeypatch.setattr(check, "identifier", _not_asked)
+    monkeypatch.setattr(check, "nonempty", _not_asked)
+    call = {"id": "c-1", "name": "noop", "arguments": {}}
+    assert check.tool_call(call) is call
+
+
+def test_a_text_success_is_documented_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text tool's success, `{"status": "success", "content": "…"}`, is its document at once."""
+    monkeypatch.setattr(check, "_result_fields", _not_asked)
+    document = check.external_result_document(
+        {"status": "success", "content": "text"}, "c-1", "noop"
+    )
+    assert document == {
+        "callId": "c-1",
+        "source": "noop",
+        "status": "success",
+        "content": "text",
+    }
+    assert list(document) == ["callId", "source", "status", "content"]
+
+
+class _Status(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        pytest.param({"status": "success", "content": "text"}, id="text"),
+        pytest.param({"status": "success", "content": "é😀"}, id="not-ascii"),
+        pytest.param({"status": "success", "content": "\ud800"}, id="lone-surrogate"),
+        pytest.param({"content": "text", "status": "success"}, id="content-first"),
+        pytest.param({"status": _Status("success"), "content": "t"}, id="str-subclass"),
+        pytest.param({"status": "failed", "content": "text"}, id="failed-no-error"),
+        pytest.param({"status": "success", "content": 1}, id="not-a-string"),
+        pytest.param({"status": "success", "metadata": "m"}, id="no-content"),
+    ],
+)
+def test_a_text_result_is_documented_as_its_model_is(fields: dict[str, Any]) -> None:
+    """What the document says, or refuses, is what the model's validation says."""
+    try:
+        model = check.external_result_of(fields, "c-1", "noop")
+    except ContractError as error:
+        assert fails(check.external_result_document, fields, "c-1", "noop") == (
+            error.message
+        )
+        return
+    document = check.external_result_document(fields, "c-1", "noop")
+    assert document == model.to_wire()
+    assert list(document) == list(model.to_wire())
+
+
 # --------------------------------------------------------------------------------------------------
 # validateOutputInput (reference 2.7)
 

@@ -7,8 +7,16 @@ of checks and the messages, and tell a key set to `null` from an absent one (ref
 
 from typing import Any
 
-from ._checks import ContractError, identifier, json_object, json_value, nonempty
+from ._checks import (
+    MAX_ID_LENGTH,
+    ContractError,
+    identifier,
+    json_object,
+    json_value,
+    nonempty,
+)
 from ._safety import is_safe_message
+from ._text import JS_WHITESPACE
 from .bus import ToolListRequest
 from .common import (
     MESSAGE_ROLES,
@@ -76,6 +84,23 @@ def external_result_document(
 ) -> dict[str, Any]:
     """`external_result_of`, as the wire document its model would serialise to (camelCase, absent
     fields omitted, declared order): for the bus, which publishes it without building the model."""
+    if len(fields) == 2:
+        # A text tool's success, `{"status": "success", "content": "…"}`, passes every check
+        # below as it is when its content is ASCII (no lone surrogate): the same document, at once.
+        status = fields.get("status")
+        content = fields.get("content")
+        if (
+            type(status) is str
+            and status == "success"
+            and type(content) is str
+            and content.isascii()
+        ):
+            return {
+                "callId": call_id,
+                "source": source,
+                "status": status,
+                "content": content,
+            }
     built = _result_fields(fields, call_id, source, None)
     document: dict[str, Any] = {
         "callId": call_id,
@@ -182,6 +207,18 @@ def tool_call(value: object) -> dict[str, Any]:
     permission error); we also require a nonempty `call.name`. `call.arguments` is checked by the
     registry after the permission and existence checks, right before the tool's own `validate`.
     """
+    if type(value) is dict:
+        # Every check below at once, for the call that passes them (the bus's every call).
+        call_id = value.get("id")
+        name = value.get("name")
+        if (
+            type(call_id) is str
+            and type(name) is str
+            and len(call_id) <= MAX_ID_LENGTH
+            and call_id.strip(JS_WHITESPACE)
+            and name.strip(JS_WHITESPACE)
+        ):
+            return value
     call = json_object(value, "call")
     identifier(call.get("id"), "call.id")
     nonempty(call.get("name"), "call.name")

@@ -1,7 +1,7 @@
 """The tool registry: INTERACTION.ACT.TOOL without a bus (reference section 3)."""
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
@@ -146,33 +146,33 @@ class ToolRegistry:
 
         `trusted_json` skips the JSON-ness walk of the arguments, for bodies the strict parser produced.
         """
-        outcome, call_id, name = await self._execute(
-            call, sandbox, context=context, trusted_json=trusted_json
+        return await self._execute(
+            call, sandbox, context, trusted_json, check.external_result_of
         )
-        return tool_result(outcome, call_id, name)
 
-    async def call_document(
+    def call_document(
         self,
         call: Mapping[str, Any] | ToolCall,
         sandbox: Sandbox,
         *,
         context: ToolContext | None = None,
         trusted_json: bool = False,
-    ) -> dict[str, Any]:
-        """`call`, with the result as the wire document its model would serialise to (for the bus)."""
-        outcome, call_id, name = await self._execute(
-            call, sandbox, context=context, trusted_json=trusted_json
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
+        """`call`, with the result as the wire document its model would serialise to (for the bus).
+
+        The call itself, not a coroutine around it: one frame less per bus call."""
+        return self._execute(
+            call, sandbox, context, trusted_json, check.external_result_document
         )
-        return _validated(check.external_result_document, outcome, call_id, name)
 
     async def _execute(
         self,
         call: Mapping[str, Any] | ToolCall,
         sandbox: Sandbox,
-        *,
         context: ToolContext | None,
         trusted_json: bool,
-    ) -> tuple[object, str, str]:
+        validate: Callable[[dict[str, Any], str, str], T],
+    ) -> T:
         if type(call) is dict:
             raw: object = call
         elif isinstance(call, ToolCall):
@@ -190,12 +190,13 @@ class ToolRegistry:
         if tool is None:
             raise NotFound(f"Unknown tool: {name}")
         arguments = fields.get("arguments")
-        try:
-            arguments = json_object(arguments, "call.arguments")
-            if not trusted_json:
-                json_value(arguments, "call.arguments")
-        except ContractError as error:
-            raise InvalidInput(error.message) from None
+        if type(arguments) is not dict or not trusted_json:
+            try:
+                arguments = json_object(arguments, "call.arguments")
+                if not trusted_json:
+                    json_value(arguments, "call.arguments")
+            except ContractError as error:
+                raise InvalidInput(error.message) from None
         try:
             tool.validate(arguments)
         except InteractionWorkerError:
@@ -209,13 +210,13 @@ class ToolRegistry:
         outcome = await tool.execute(
             arguments, context or ToolContext(call_id, sandbox)
         )
-        return outcome, call_id, name
-
-
-def tool_result(outcome: object, call_id: str, source: str) -> ExternalResult:
-    """Validate what a tool returned, with callId and source set by the registry (valid: they are the
-    call's id and name)."""
-    return _validated(check.external_result_of, outcome, call_id, source)
+        # `_validated`'s first case, inline: what tools return.
+        if type(outcome) is dict:
+            try:
+                return validate(outcome, call_id, name)
+            except ContractError as error:
+                raise InvalidResult(error.message) from None
+        return _validated(validate, outcome, call_id, name)
 
 
 def _validated(
