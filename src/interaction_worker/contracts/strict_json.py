@@ -9,7 +9,7 @@ are Python calls, one per object and per number. A body is first read by pydanti
 no hooks), which refuses NaN, Infinity, invalid UTF-8, lone surrogates, integers over 4,300 digits and
 every syntax error, and its value is kept only when it is vouched to be what the strict parse would
 return: at most 100 brackets (no deeper nesting), no float that overflowed to infinity, and no key
-repeated (`_vouched` counts colons). Anything else is parsed again strictly, so every refusal is the
+repeated (`_keys` counts them against the colons). Anything else is parsed again strictly, so every refusal is the
 strict parser's, with its message.
 """
 
@@ -86,53 +86,36 @@ def parse_json(body: bytes) -> Any:
     if not deep:
         try:
             value = from_json(body)
+            keys = _keys(value)
         except ValueError:
-            pass  # refused: the strict parse says why, its refusal chained to nothing
+            pass  # refused, or not vouched for: the strict parse decides, its refusal chained to nothing
         else:
-            if _vouched(value, body):
+            if keys == body.count(b":") or _keyed_at_their_colons(body, keys):
                 return value
     return _parse_strictly(body, deep)
 
 
-class _Unvouched(Exception):
+class _Unvouched(ValueError):
     """The quick parse's value holds a float that is not finite: the strict parse refuses it."""
 
 
-def _vouched(value: Any, body: bytes) -> bool:
-    """Whether `value`, as pydantic-core parsed `body`, is what the strict parse returns.
+def _keys(value: Any) -> int:
+    """The keys of the objects in `value`, as pydantic-core parsed its body; `_Unvouched` at a
+    float that is not finite (one that overflowed, `1e400`, or NaN).
 
-    `value` lost a key for each key its body repeated (the last one wins), and every key of the
-    body is followed by its colon: a body with no more colons than `value` has keys repeated none.
-    Nor does one whose keys are each written right before their colon (no whitespace before any
-    colon) with no more `":` than `value` has keys, whatever colons its strings hold."""
+    `value` lost a key for each key its body repeated (the last one wins), and each key of the body
+    is followed by its colon: a body with as many colons as `value` has keys repeated none."""
     kind = type(value)
-    if kind is not dict and kind is not list:
-        return kind is not float or not value - value  # inf - inf and nan are nan: true
-    try:
-        keys = _keys(value)
-    except _Unvouched:
-        return False
-    if keys == body.count(b":"):
-        return True
-    text = body.decode()  # str's searches cost a fraction of bytes' here
-    return (
-        keys == text.count('":')
-        and " :" not in text
-        and "\t:" not in text
-        and "\n:" not in text
-        and "\r:" not in text
-    )
-
-
-def _keys(container: Any) -> int:
-    """The keys of the objects in `container` (a dict or a list); `_Unvouched` at a float that is
-    not finite (one that overflowed, `1e400`)."""
-    if type(container) is dict:
-        count = len(container)
-        items = container.values()
-    else:
+    if kind is dict:
+        count = len(value)
+        items = value.values()
+    elif kind is list:
         count = 0
-        items = container
+        items = value
+    elif kind is float and value - value:  # inf - inf and nan are nan: true
+        raise _Unvouched
+    else:
+        return 0
     for item in items:
         kind = type(item)
         if kind is dict or kind is list:
@@ -141,6 +124,20 @@ def _keys(container: Any) -> int:
         elif kind is float and item - item:
             raise _Unvouched
     return count
+
+
+def _keyed_at_their_colons(body: bytes, keys: int) -> bool:
+    """Whether no key is repeated in a body whose strings hold colons: when each of its keys is
+    written right before its colon (no whitespace before any colon), each writes one `":`, and as
+    many of them as there are keys leaves none for a repeated one."""
+    text = body.decode()  # str's searches cost a fraction of bytes' here
+    return (
+        keys == text.count('":')
+        and " :" not in text
+        and "\t:" not in text
+        and "\n:" not in text
+        and "\r:" not in text
+    )
 
 
 def _parse_strictly(body: bytes, deep: bool) -> Any:
