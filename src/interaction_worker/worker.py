@@ -183,9 +183,13 @@ class InteractionWorker:
         """`call_tool`, with the result as the wire document its model would serialise to: what the
         bus publishes, without building the model. The registry's call itself, to await: the bus
         pays for no coroutine of the worker's."""
-        # A model's class check is an ABC's: asked only of what is not the bus's dict.
-        body = request if type(request) is dict else _body(request)
-        call: Any = body.get("call") if isinstance(body, dict) else None
+        call: Any
+        # The bus's body is a dict: a model's class check (an ABC's) is asked only of the rest.
+        if type(request) is dict:
+            call = request.get("call")
+        else:
+            body = _body(request)
+            call = body.get("call") if isinstance(body, dict) else None
         return self.tools.call_document(
             call, self.sandbox, context=context, trusted_json=trusted_json
         )

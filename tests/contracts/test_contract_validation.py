@@ -13,6 +13,7 @@ import pytest
 import interaction_worker.contracts.validation as check
 from interaction_worker.contracts import ContractError, InteractionError, json_value
 from interaction_worker.contracts._base import WireModel
+from interaction_worker.contracts._text import JS_WHITESPACE
 
 NAN = math.nan
 INF = math.inf
@@ -1248,6 +1249,22 @@ def test_the_call_the_bus_sends_is_checked_at_once(
     monkeypatch.setattr(check, "nonempty", _not_asked)
     call = {"id": "c-1", "name": "noop", "arguments": {}}
     assert check.tool_call(call) is call
+
+
+@pytest.mark.parametrize(
+    "text",
+    [chr(c) for c in range(128)]
+    + ["\x1c\x1d", " \x1f ", "\xa0", "\u3000\ufeff", "\x85", "é"],
+)
+def test_a_call_is_checked_at_once_as_field_by_field(text: str) -> None:
+    """The checks at once keep JavaScript's trim: Python's whitespace (the ASCII separators
+    `\\x1c`-`\\x1f`, NEL) is not JavaScript's, and `\\xa0` is JavaScript's alone."""
+    blank = not text.strip(JS_WHITESPACE)
+    for call in ({"id": text, "name": "n"}, {"id": "i", "name": text}):
+        if blank:
+            assert fails(check.tool_call, call).endswith("must be a nonempty string")
+        else:
+            assert check.tool_call(call) is call
 
 
 def test_a_text_success_is_documented_at_once(monkeypatch: pytest.MonkeyPatch) -> None:

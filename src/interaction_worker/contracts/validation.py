@@ -208,15 +208,20 @@ def tool_call(value: object) -> dict[str, Any]:
     registry after the permission and existence checks, right before the tool's own `validate`.
     """
     if type(value) is dict:
-        # Every check below at once, for the call that passes them (the bus's every call).
+        # Every check below at once, for the call that passes them (the bus's every call). An ASCII
+        # string that is not all Python whitespace holds a character JavaScript does not trim.
         call_id = value.get("id")
         name = value.get("name")
         if (
             type(call_id) is str
             and type(name) is str
-            and len(call_id) <= MAX_ID_LENGTH
-            and call_id.strip(JS_WHITESPACE)
-            and name.strip(JS_WHITESPACE)
+            and 0 < len(call_id) <= MAX_ID_LENGTH
+            and name
+            and (
+                (call_id.isascii() and not call_id.isspace())
+                or call_id.strip(JS_WHITESPACE)
+            )
+            and ((name.isascii() and not name.isspace()) or name.strip(JS_WHITESPACE))
         ):
             return value
     call = json_object(value, "call")
