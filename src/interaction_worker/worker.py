@@ -190,9 +190,7 @@ class InteractionWorker:
         else:
             body = _body(request)
             call = body.get("call") if isinstance(body, dict) else None
-        return self.tools.call_document(
-            call, self.sandbox, context=context, trusted_json=trusted_json
-        )
+        return self.tools.call_document(call, self.sandbox, context, trusted_json)
 
     def bounds_own_time(self, name: str) -> bool:
         """Whether the tool `name` ends its calls in time by itself, so `tool_timeout` is not armed."""

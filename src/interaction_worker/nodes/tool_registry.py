@@ -154,13 +154,13 @@ class ToolRegistry:
         self,
         call: Mapping[str, Any] | ToolCall,
         sandbox: Sandbox,
-        *,
         context: ToolContext | None = None,
         trusted_json: bool = False,
     ) -> Coroutine[Any, Any, dict[str, Any]]:
         """`call`, with the result as the wire document its model would serialise to (for the bus).
 
-        The call itself, not a coroutine around it: one frame less per bus call."""
+        The call itself, not a coroutine around it: one frame less per bus call. Its arguments may
+        be given by position, which the worker does: keywords cost a bus call their matching."""
         return self._execute(
             call, sandbox, context, trusted_json, check.external_result_document
         )
