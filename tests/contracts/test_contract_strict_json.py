@@ -411,6 +411,20 @@ def _strictly(data: bytes) -> Any:
             '{"t": "\\u00e9 😀 \\n", "n": [1e308, -0.0, 123456789012345678901234567890]}'.encode(),
             id="escapes-and-numbers",
         ),
+        pytest.param(
+            (
+                '{"call": {"id": "c-1", "name": "x", "arguments": {"q": "'
+                + "[" * 200
+                + '"}}}'
+            ).encode(),
+            id="brackets-in-a-string",
+        ),
+        pytest.param(
+            (
+                '{"a": ' + nested(99) + ', "b": [[1]], "c": "' + "x" * 100 + '"}'
+            ).encode(),
+            id="100-levels-101-brackets",
+        ),
     ],
 )
 def test_a_valid_body_is_parsed_once(

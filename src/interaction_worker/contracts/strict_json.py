@@ -6,9 +6,9 @@ once per message, so the rare checks are gated on cheap byte scans of the body.
 
 The authority is `json`'s scanner with hooks that refuse each of these (`_parse_strictly`); its hooks
 are Python calls, one per object and per number. A body is first read by pydantic-core's parser (Rust,
-no hooks), which refuses NaN, Infinity, invalid UTF-8, lone surrogates, integers over 4,300 digits and
-every syntax error, and its value is kept only when it is vouched to be what the strict parse would
-return: at most 100 brackets (no deeper nesting), no float that overflowed to infinity, and no key
+no hooks), which refuses invalid UTF-8, lone surrogates, integers over 4,300 digits and every syntax
+error, and its value is kept only when it is vouched to be what the strict parse would return: nested
+at most 100 levels, no float that is not finite (NaN, Infinity, or one that overflowed), and no key
 repeated (`_keys` counts them against the colons). Anything else is parsed again strictly, so every refusal is the
 strict parser's, with its message.
 """
@@ -81,30 +81,32 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
 
 
 def parse_json(body: bytes) -> Any:
+    try:
+        value = from_json(body)
+        keys = _keys(value, 1)
+    except ValueError:
+        pass  # refused, or not vouched for: the strict parse decides, its refusal chained to nothing
+    else:
+        if keys == body.count(b":") or _keyed_at_their_colons(body, keys):
+            return value
     # Fewer brackets than the limit cannot nest deeper than it: the exact walk is only for the rare rest.
     deep = len(body) > MAX_DEPTH and body.count(b"[") + body.count(b"{") > MAX_DEPTH
-    if not deep:
-        try:
-            value = from_json(body)
-            keys = _keys(value)
-        except ValueError:
-            pass  # refused, or not vouched for: the strict parse decides, its refusal chained to nothing
-        else:
-            if keys == body.count(b":") or _keyed_at_their_colons(body, keys):
-                return value
     return _parse_strictly(body, deep)
 
 
 class _Unvouched(ValueError):
-    """The quick parse's value holds a float that is not finite: the strict parse refuses it."""
+    """The quick parse's value holds a float that is not finite, or nests deeper than the limit:
+    the strict parse refuses it."""
 
 
-def _keys(value: Any) -> int:
+def _keys(value: Any, level: int) -> int:
     """The keys of the objects in `value`, as pydantic-core parsed its body; `_Unvouched` at a
-    float that is not finite (one that overflowed, `1e400`, or NaN).
+    float that is not finite (one that overflowed, `1e400`, or NaN) and at a container nested
+    deeper than `MAX_DEPTH` levels (`value`, a container, is at `level`: its body's is 1).
 
     `value` lost a key for each key its body repeated (the last one wins), and each key of the body
-    is followed by its colon: a body with as many colons as `value` has keys repeated none."""
+    is followed by its colon: a body with as many colons as `value` has keys repeated none. The
+    nesting is found on the way, so a body's brackets are counted only when it is parsed strictly."""
     kind = type(value)
     if kind is dict:
         count = len(value)
@@ -119,8 +121,10 @@ def _keys(value: Any) -> int:
     for item in items:
         kind = type(item)
         if kind is dict or kind is list:
+            if level == MAX_DEPTH:
+                raise _Unvouched
             if item:
-                count += _keys(item)
+                count += _keys(item, level + 1)
         elif kind is float and item - item:
             raise _Unvouched
     return count
