@@ -89,7 +89,7 @@ def _item(element: JsonValue) -> types.ContentBlock:
     if isinstance(element, dict):
         kind = element.get("type")
         built: types.ContentBlock | None = None
-        if kind in _PASSING:
+        if isinstance(kind, str) and kind in _PASSING:
             built = _block(element)
         elif kind == "reference" and isinstance(element.get("reference"), dict):
             built = _from_reference(element["reference"])  # type: ignore[arg-type]
