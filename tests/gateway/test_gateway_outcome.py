@@ -5,7 +5,7 @@ import json
 from typing import Any
 
 import mcp_types as types
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mcp_types import methods
 
@@ -173,6 +173,7 @@ json_values = st.recursive(
 
 @settings(max_examples=40, deadline=None)
 @given(content=json_values, structured=json_values)
+@example(content=[{"type": []}], structured=None)  # a type that is no string
 def test_any_outcome_makes_a_result_every_host_accepts(
     content: Any, structured: Any
 ) -> None:
