@@ -19,6 +19,21 @@ Subjects:
   publish     nats-py's public `publish` of one call's three messages with the wire's headers
               (reply: 1 header; result and observation events: 5 each), no receiving
   adapter     the same three messages through the worker's publishing adapter, when the tree has it
+  worker-ledger
+              the no-op tool call with the idempotency ledger on (`bench/responders.py
+              worker-ledger`): three acknowledged writes to a key-value bucket per call
+  worker-durable, worker-durable-ledger
+              the no-op tool call in durable mode, without and with the ledger: the client publishes
+              each call into the calls stream (awaiting its PubAck) and waits for its reply
+  kv-create   one key-value write as the ledger made it before: nats-py's `kv.create` of a new key,
+              `--window` in flight (a process of its own, no receiving of calls, on uvloop as the
+              worker)
+  ledger-create
+              the same write through the ledger's store (`subscribers/ledger_store.py`): one
+              acknowledged publish on the shared reply subscription, when the tree has it
+  acked-write the acknowledged write itself (`subscribers/acked_publish.py`): the same publish with
+              its expected-revision header, its PubAck awaited and its sequence read, without the
+              store's `create` around it
 
 Derived: the worker's own part, everything but nats-py's parse and publish, is `worker - echo`
 while the worker publishes through nats-py's `publish`; with the adapter, what the worker adds to
@@ -53,7 +68,23 @@ sys.path.insert(0, str(HERE))
 
 from interaction_worker.testing import start_nats_server  # noqa: E402
 
-SUBJECTS = ("worker", "raw", "echo", "echo-wire", "echo-bytes", "publish", "adapter")
+SUBJECTS = (
+    "worker",
+    "raw",
+    "echo",
+    "echo-wire",
+    "echo-bytes",
+    "publish",
+    "adapter",
+    "worker-ledger",
+    "worker-durable",
+    "worker-durable-ledger",
+    "kv-create",
+    "ledger-create",
+    "acked-write",
+)
+# Measured by default; the others when named with `--only`.
+DEFAULT_SUBJECTS = SUBJECTS[:7]
 WIRE_SUBJECTS = (
     "echo-wire",
     "echo-bytes",
@@ -65,14 +96,24 @@ REQUEST_SUBJECTS = {
     "echo": "bench.echo",
     "echo-wire": "bench.echo",
     "echo-bytes": "bench.echo",
+    "worker-ledger": "interaction.tool.call",
+    "worker-durable": "interaction.tool.call",
+    "worker-durable-ledger": "interaction.tool.call",
 }
+# Driven through the calls stream: published with JetStream, answered to Interaction-Reply-To.
+DURABLE_SUBJECTS = ("worker-durable", "worker-durable-ledger")
 RESPONDER_ARGS = {
     "worker": ("worker",),
     "raw": ("raw",),
     "echo": ("echo", "--loop", "uvloop"),
     "echo-wire": ("echo-wire", "--loop", "uvloop"),
     "echo-bytes": ("echo-bytes", "--loop", "uvloop"),
+    "worker-ledger": ("worker-ledger",),
+    "worker-durable": ("worker-durable",),
+    "worker-durable-ledger": ("worker-durable-ledger",),
 }
+# Where the measured processes import the package from: this tree, or the one `--tree` names.
+TREE: list[Path] = []
 # The messages the publishing subjects write (and the echo responders answer with).
 call_messages: Any = importlib.import_module("responders").call_messages
 CALL_IDS = itertools.count()
@@ -86,8 +127,10 @@ def body() -> bytes:
     ).encode()
 
 
-# Publishes between two passes of the event loop, as the worker's calls at `--window` in flight.
+# Publishes between two passes of the event loop, as the worker's calls at `--window` in flight;
+# and the writes in flight of `kv-create` and `ledger-create`.
 BATCH = 64
+WRITE_SUBJECTS = ("kv-create", "ledger-create", "acked-write")
 
 
 def callgrind_total(path: Path) -> int:
@@ -116,7 +159,12 @@ def callgrind(out: Path) -> list[str]:
 
 
 def environment() -> dict[str, str]:
-    return {**os.environ, "PYTHONHASHSEED": "0"}
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    if TREE:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(TREE[0] / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
+    return env
 
 
 # ----------------------------------------------------------------------------- responders
@@ -155,6 +203,36 @@ async def drive(url: str, subject: str, calls: int, window: int) -> None:
     await nc.close()
 
 
+async def drive_durable(url: str, subject: str, calls: int, window: int) -> None:
+    """Each call published into the calls stream (its PubAck awaited), with an
+    `Interaction-Reply-To` of its own; done when its reply arrives."""
+    nc = await nats.connect(url)
+    js = nc.jetstream(timeout=600)
+    inbox = nc.new_inbox()
+    waiting: dict[str, asyncio.Future[Any]] = {}
+    loop = asyncio.get_running_loop()
+
+    async def on_reply(msg: Any) -> None:
+        future = waiting.pop(msg.subject, None)
+        if future is not None:
+            future.set_result(msg)
+
+    await nc.subscribe(f"{inbox}.*", cb=on_reply)
+    counter = iter(range(calls))
+
+    async def lane() -> None:
+        for index in counter:
+            reply_to = f"{inbox}.{index}"
+            future = waiting[reply_to] = loop.create_future()
+            await js.publish(
+                subject, body(), headers={"Interaction-Reply-To": reply_to}
+            )
+            await asyncio.wait_for(future, 600)
+
+    await asyncio.gather(*(lane() for _ in range(window)))
+    await nc.close()
+
+
 def count_responder(subject: str, url: str, calls: int, window: int, out: Path) -> int:
     proc = subprocess.Popen(
         [
@@ -172,7 +250,8 @@ def count_responder(subject: str, url: str, calls: int, window: int, out: Path) 
     )
     try:
         wait_ready(proc, timeout=900)
-        asyncio.run(drive(url, REQUEST_SUBJECTS[subject], calls, window))
+        driver = drive_durable if subject in DURABLE_SUBJECTS else drive
+        asyncio.run(driver(url, REQUEST_SUBJECTS[subject], calls, window))
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=900)
     finally:
@@ -185,9 +264,53 @@ def count_responder(subject: str, url: str, calls: int, window: int, out: Path) 
 # ----------------------------------------------------------------------------- publishers
 
 
+async def write_child(url: str, mode: str, calls: int, window: int) -> None:
+    """Create `calls` keys of a bucket of this process's own, `window` at a time, and exit: the
+    process callgrind counts for `kv-create` and `ledger-create`."""
+    nc = await nats.connect(url, skip_subject_validation=True)
+    js = nc.jetstream(timeout=600)
+    bucket = f"bench_writes_{os.getpid()}"
+    kv = await js.create_key_value(bucket=bucket, history=1)
+    value = b'{"state":"claimed","worker":"bench","at":"2026-01-01T00:00:00.000Z"}'
+    counter = iter(range(calls))
+    if mode == "ledger-create":
+        from interaction_worker.subscribers.ledger_store import JetStreamStore
+
+        store = JetStreamStore(nc, bucket=bucket, ttl=3600.0, timeout=600.0)
+        await store.open()
+        create = store.create
+    elif mode == "acked-write":
+        from interaction_worker.subscribers.acked_publish import AckedPublisher
+        from interaction_worker.subscribers.ledger_store import _ABSENT, _sequence
+
+        publisher = AckedPublisher(nc, timeout=600.0)
+        await publisher.open()
+        prefix = f"$KV.{bucket}."
+
+        async def create(key: str, value: bytes) -> Any:
+            subject = prefix + key
+            sent = publisher.write_nowait(subject, value, _ABSENT)
+            if sent is None:
+                sent = await publisher.send_one(subject, value, _ABSENT)
+            return _sequence(await sent)
+    else:
+        create = kv.create
+
+    async def lane() -> None:
+        for index in counter:
+            await create(f"k{index}", value)
+
+    await asyncio.gather(*(lane() for _ in range(window)))
+    await js.delete_key_value(bucket)
+    await nc.close()
+
+
 async def publish_child(url: str, mode: str, calls: int) -> None:
     """Publish `calls` calls' messages and exit: the process callgrind counts for `publish` and
     `adapter`."""
+    if mode in WRITE_SUBJECTS:
+        await write_child(url, mode, calls, BATCH)
+        return
     nc = await nats.connect(url, skip_subject_validation=True)
     messages = call_messages("_INBOX.bench.reply")
     if mode == "adapter":
@@ -292,6 +415,12 @@ def render(figures: dict[str, list[float]], args: argparse.Namespace) -> str:
         "echo-bytes": "nats-py echo of a call's 3 messages (the adapter, blocks encoded once)",
         "publish": "nats-py `publish` of one call's 3 messages with headers",
         "adapter": "the worker's publishing adapter, the same 3 messages",
+        "worker-ledger": "interaction-worker, no-op tool call, idempotency ledger",
+        "worker-durable": "interaction-worker, durable mode, no-op tool call",
+        "worker-durable-ledger": "interaction-worker, durable mode, idempotency ledger",
+        "kv-create": "one key-value write: nats-py `kv.create`",
+        "ledger-create": "one key-value write: the ledger store's `create`",
+        "acked-write": "one key-value write: the acknowledged publish alone",
     }
     for subject, value in median.items():
         each = ", ".join(f"{v:,.0f}" for v in figures[subject])
@@ -301,6 +430,21 @@ def render(figures: dict[str, list[float]], args: argparse.Namespace) -> str:
     if {"worker", "echo"} <= median.keys() and not has_adapter():
         # The worker publishes through nats-py's `publish` here: the echo is its floor.
         row("the worker's own part (worker − echo)", median["worker"] - median["echo"])
+    for write in ("ledger-create", "acked-write"):
+        if {"kv-create", write} <= median.keys():
+            rows.append(
+                f"| {write} / kv-create | {median[write] / median['kv-create']:.2f} | |"
+            )
+    if {"worker", "worker-ledger"} <= median.keys():
+        rows.append(
+            "| worker with ledger / worker | "
+            f"{median['worker-ledger'] / median['worker']:.2f} | |"
+        )
+    if {"worker-durable", "worker-durable-ledger"} <= median.keys():
+        rows.append(
+            "| durable with ledger / durable | "
+            f"{median['worker-durable-ledger'] / median['worker-durable']:.2f} | |"
+        )
     if {"worker", "echo-bytes"} <= median.keys():
         row(
             "the worker beyond nats-py's parse and queueing (worker − echo-bytes)",
@@ -328,6 +472,12 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
+        "--tree",
+        type=Path,
+        help="measure the package of this checkout (its src/) instead of the installed one: "
+        "the tree before a change, side by side",
+    )
+    parser.add_argument(
         "--publish-child",
         nargs=3,
         metavar=("MODE", "URL", "CALLS"),
@@ -336,12 +486,20 @@ def main() -> None:
     args = parser.parse_args()
     if args.publish_child:
         mode, url, calls = args.publish_child
-        asyncio.run(publish_child(url, mode, int(calls)))
+        if mode in WRITE_SUBJECTS:
+            # On the loop the worker serves on (`event_loop.run`), as its writes run.
+            import uvloop
+
+            uvloop.run(publish_child(url, mode, int(calls)))
+        else:
+            asyncio.run(publish_child(url, mode, int(calls)))
         return
+    if args.tree is not None:
+        TREE.append(args.tree.resolve())
     subjects = (
         [s.strip() for s in args.only.split(",")]
         if args.only
-        else [s for s in SUBJECTS if s not in WIRE_SUBJECTS or has_adapter()]
+        else [s for s in DEFAULT_SUBJECTS if s not in WIRE_SUBJECTS or has_adapter()]
     )
     unknown = set(subjects) - set(SUBJECTS)
     if unknown:

@@ -2,7 +2,11 @@
 worker on the server sees the same claims, and each compare-and-set is decided once, by the stream.
 
 JetStream's revisions are the stream's sequence, which is what `MemoryStore` imitates; where nats-py
-differs from that contract, this module hides it from the ledger. nats-py reports a lost compare-and-set three ways (a typed error on
+differs from that contract, this module hides it from the ledger. The three writes of a call (create,
+update at a revision, delete at a revision) are publishes with JetStream's own headers
+(`Nats-Expected-Last-Subject-Sequence`, `KV-Operation: DEL`) on `AckedPublisher`, acknowledged on
+one reply subscription, not through nats-py's key-value layer and request machinery (about 200 µs
+of client CPU a write, docs/benchmarks.md); reads and watches, off the hot path, stay nats-py's. nats-py reports a lost compare-and-set three ways (a typed error on
 create and update, a bare API error on delete, a missing key when a create races an expiry) and an
 unreachable server a dozen more: they come out as `Conflict` and `StoreUnavailable`. nats-py reads
 a revision of 0 as "the key must be absent" and ignores it on delete, so a revision below 1, which
@@ -27,6 +31,7 @@ from nats.js import JetStreamContext, api
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from ..ledger.store import Conflict, Entry, StoreUnavailable
+from .acked_publish import AckedPublisher, WriteFailed
 
 _LOGGER = logging.getLogger("interaction_worker")
 _BUCKET_NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -72,12 +77,14 @@ class JetStreamStore:
             raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
         self.client: Client | None = None
         self.bucket = bucket
+        self._subject = f"$KV.{bucket}."
         self.ttl = ttl
         self.replicas = replicas
         self.timeout = timeout
         self.logger = logger
         self._js: JetStreamContext | None = None
         self._kv: KeyValue | None = None
+        self._writes: AckedPublisher | None = None
         self._opening = asyncio.Lock()
         if client is not None:
             self.bind(client)
@@ -87,6 +94,7 @@ class JetStreamStore:
         if client is not self.client:
             self.client = client
             self._js = client.jetstream(timeout=self.timeout)
+            self._writes = AckedPublisher(client, timeout=self.timeout)
             self._kv = None
 
     @property
@@ -113,6 +121,13 @@ class JetStreamStore:
                 f"cannot open the idempotency ledger bucket {self.bucket}"
             ):
                 self._kv = await self._create_or_bind()
+            assert self._writes is not None  # set with _js
+            try:
+                await self._writes.open()
+            except WriteFailed as failed:
+                raise StoreUnavailable(
+                    f"{failed.reason}: cannot open the idempotency ledger bucket {self.bucket}"
+                ) from None
 
     async def get(self, key: str) -> Entry | None:
         kv = await self._bound()
@@ -124,14 +139,25 @@ class JetStreamStore:
         return _entry(found)
 
     async def create(self, key: str, value: bytes) -> int:
+        if self._kv is None:
+            await self.open()
+        try:
+            # A key never written: one write. Over a delete marker (a released claim) the expected
+            # revision is the marker's, which nats-py's create finds and retries with.
+            subject = self._subject + key
+            assert self._writes is not None  # bound by open
+            sent = self._writes.write_nowait(subject, value, _ABSENT)
+            answer = await (sent or self._sent(subject, value, _ABSENT))
+            sequence = _sequence(answer)
+            if sequence is not None:
+                return sequence
+            return self._revision(answer, key, "create")
+        except Conflict:
+            pass
+        except WriteFailed as failed:
+            raise self._failed(failed, key, "create") from None
         kv = await self._bound()
         with self._unavailable(f"cannot create the ledger key {key}"):
-            try:
-                # A key never written: one write. Over a delete marker (a released claim) the
-                # expected revision is the marker's, which nats-py's create finds and retries with.
-                return await self._write(key, value, 0)
-            except Conflict:
-                pass
             try:
                 return await kv.create(key, value)
             except (
@@ -146,58 +172,81 @@ class JetStreamStore:
     async def update(self, key: str, value: bytes, revision: int) -> int:
         if revision < 1:
             raise Conflict(key)
-        await self._bound()
-        with self._unavailable(f"cannot update the ledger key {key}"):
-            return await self._write(key, value, revision)
-
-    async def _write(self, key: str, value: bytes, revision: int) -> int:
-        """A write at the key's expected revision (0: absent), as nats-py's key-value `update`
-        does, without its key check, its `PubAck` object and its exception mapping: a call makes
-        three such writes, and those cost about 40 µs of the 220 of each (docs/benchmarks.md).
-
-        Raises:
-            Conflict: the key is not at `revision`.
-        """
-        assert self.client is not None  # bound by `_bound`
-        reply = await self.client.request(
-            f"$KV.{self.bucket}.{key}",
-            value,
-            timeout=self.timeout,
-            headers={"Nats-Expected-Last-Subject-Sequence": str(revision)},
-        )
+        if self._kv is None:
+            await self.open()
+        subject = self._subject + key
+        block = _expecting(revision)
+        assert self._writes is not None  # bound by open
         try:
-            ack = json.loads(reply.data)
-        except ValueError:
-            ack = None
-        if not isinstance(ack, dict):
-            # A status without a body: nothing answers on that subject (no JetStream, no bucket).
-            raise nats.js.errors.NoStreamResponseError
-        error = ack.get("error")
-        if error is not None:
-            if error.get("err_code") in _WRONG_LAST_SEQUENCE:
-                raise Conflict(key)
-            raise nats.js.errors.APIError(
-                code=error.get("code"),
-                err_code=error.get("err_code"),
-                description=error.get("description"),
-            )
-        sequence = ack.get("seq")
-        if type(sequence) is not int:
-            raise nats.js.errors.NoStreamResponseError
-        return sequence
+            sent = self._writes.write_nowait(subject, value, block)
+            answer = await (sent or self._sent(subject, value, block))
+        except WriteFailed as failed:
+            raise self._failed(failed, key, "update") from None
+        sequence = _sequence(answer)
+        if sequence is not None:
+            return sequence
+        return self._revision(answer, key, "update")
 
     async def delete(self, key: str, revision: int) -> None:
         if revision < 1:
             raise Conflict(key)
-        kv = await self._bound()
-        with self._unavailable(f"cannot delete the ledger key {key}"):
-            try:
-                await kv.delete(key, last=revision)
-            except nats.js.errors.APIError as err:
-                # nats-py's delete does not type this refusal as its update does.
-                if err.err_code in _WRONG_LAST_SEQUENCE:
-                    raise Conflict(key) from None
-                raise
+        if self._kv is None:
+            await self.open()
+        subject = self._subject + key
+        block = _deleting(revision)
+        assert self._writes is not None  # bound by open
+        try:
+            sent = self._writes.write_nowait(subject, b"", block)
+            answer = await (sent or self._sent(subject, b"", block))
+        except WriteFailed as failed:
+            raise self._failed(failed, key, "delete") from None
+        self._revision(answer, key, "delete")
+
+    async def _sent(self, subject: str, value: bytes, block: bytes) -> bytes:
+        """The answer of a write `write_nowait` did not take (not connected, not opened).
+
+        Raises:
+            WriteFailed: it could not be sent.
+        """
+        writes = self._writes
+        assert writes is not None  # bound by open
+        try:
+            return await (await writes.send_one(subject, value, block))
+        except nats.errors.Error as failure:
+            raise WriteFailed(self._reason(failure), sent=False) from None
+
+    def _failed(self, failed: WriteFailed, key: str, action: str) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"{failed.reason}: cannot {action} the ledger key {key}"
+        )
+
+    def _revision(self, answer: bytes, key: str, action: str) -> int:
+        """The revision a write's answer gives the key.
+
+        Raises:
+            Conflict: the key was not at the expected revision.
+            StoreUnavailable: JetStream refused the write otherwise.
+        """
+        sequence = _sequence(answer)
+        if sequence is not None:
+            return sequence
+        try:
+            ack = json.loads(answer)
+        except ValueError:
+            ack = None
+        error = ack.get("error") if isinstance(ack, dict) else None
+        if not isinstance(error, dict):
+            raise StoreUnavailable(
+                f"JetStream's answer is not a PubAck: cannot {action} the ledger key {key}"
+            )
+        code = error.get("err_code")
+        if code in _WRONG_LAST_SEQUENCE:
+            raise Conflict(key)
+        said = error.get("description") or "no description"
+        raise StoreUnavailable(
+            f"JetStream refused the request ({said}, error {code}): cannot {action} "
+            f"the ledger key {key}"
+        )
 
     async def changed(
         self,
@@ -318,6 +367,36 @@ class JetStreamStore:
             said = err.description or f"code {err.code}"
             return f"JetStream refused the request ({said}, error {err.err_code})"
         return f"the NATS client failed ({type(err).__name__})"
+
+
+def _expecting(revision: int) -> bytes:
+    """The header block of a write at the key's `revision` (0: the key must be absent), as nats-py
+    encodes `{"Nats-Expected-Last-Subject-Sequence": str(revision)}`."""
+    return b"%s%d\r\n\r\n" % (_EXPECTING, revision)
+
+
+def _deleting(revision: int) -> bytes:
+    """The header block of a delete marker at the key's `revision`, as nats-py's `kv.delete`
+    encodes it."""
+    return b"%s%d\r\n\r\n" % (_DELETING, revision)
+
+
+_EXPECTING = b"NATS/1.0\r\nNats-Expected-Last-Subject-Sequence: "
+_DELETING = b"NATS/1.0\r\nKV-Operation: DEL\r\nNats-Expected-Last-Subject-Sequence: "
+_ABSENT = _expecting(0)
+
+
+def _sequence(answer: bytes) -> int | None:
+    """The sequence of a PubAck as the server writes a key-value write's, `{"stream":"KV_b",
+    "seq":12}` (read without a JSON parser: a call makes three such writes); None for anything
+    else (`_revision` then reads it as JSON)."""
+    head, found, tail = answer.rpartition(b'"seq":')
+    if not found or not tail.endswith(b"}") or b'"error"' in head:
+        return None
+    try:
+        return int(tail[:-1])
+    except ValueError:
+        return None
 
 
 def _entry(found: KeyValue.Entry) -> Entry:

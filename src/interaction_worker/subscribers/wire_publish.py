@@ -10,14 +10,17 @@ once per connection. The bytes are nats-py's own framing (`HPUB subject reply hl
 tests/test_wire_publish.py compares them with what the public `publish` writes for every header set
 the worker sends, so a nats-py release that changes its framing fails the suite, not production.
 
-This is the only module that touches nats-py's non-public side, `Client._send_command` (queue bytes
-for the flusher), `Client._flush_queue` and `Client._flush_pending` (wake the flusher, as `publish`
-does), within the version range pyproject.toml pins. Without them, and for anything the fast path does not vouch for (a connection
+This and `acked_publish` are the only modules that touch nats-py's non-public side: here, what
+`Client._send_command` does to queue bytes for the flusher (`_pending`, `_pending_data_size`,
+`_max_pending_size`) and what `Client._flush_pending` does to wake it (`_flush_queue`,
+`_flusher_task`), within the version range pyproject.toml pins (`QueuedBytes`, which the
+acknowledged writes use too). Without them, and for anything the fast path does not vouch for (a connection
 that is not connected, a payload over `max_payload`, an empty or invalid subject, an invalid header
 name, a value that cannot be encoded), messages go through the public `publish`, which raises or
 buffers exactly as it always did; the messages before such a one are written first, in order.
 """
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -30,7 +33,7 @@ from .outgoing import Publish, WireHeaders
 # and what makes a subject invalid when the connection validates subjects.
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _VALUE_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
-_INVALID_SUBJECT = re.compile(r"[ \t\r\n]")
+INVALID_SUBJECT = re.compile(r"[ \t\r\n]")
 _STATUS_LINE = "NATS/1.0\r\n"
 _CRLF = b"\r\n"
 # Names seen per connection are few (the wire's headers, trace headers); a flood of odd names from
@@ -81,6 +84,75 @@ def _name_prefix(name: str) -> str | None:
     return key + ": "
 
 
+class QueuedBytes:
+    """Bytes queued on a nats-py connection for its flusher, as its `publish` queues a message.
+
+    Attributes:
+        fast: whether the connection has the non-public methods; without them nothing may be
+            queued here, and the caller publishes through the public `publish`.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        flush: Any = getattr(client, "_flush_pending", None)
+        self.fast = (
+            callable(flush)
+            and isinstance(getattr(client, "_pending", None), list)
+            and all(
+                hasattr(client, name)
+                for name in (
+                    "_pending_data_size",
+                    "_max_pending_size",
+                    "_flush_queue",
+                    "_flusher_task",
+                )
+            )
+        )
+
+    async def send(self, command: bytes, count: int, size: int) -> None:
+        """Queue `command` (`count` messages, `size` payload bytes) as `publish` queues one."""
+        if self.queue(command, count, size):
+            await self.wake()
+
+    def queue(self, command: bytes, count: int = 0, size: int = 0) -> bool:
+        """Queue `command` as `_send_command` does, and wake the flusher as `publish` does, without
+        a coroutine: False when done; True when the flusher must be awaited (`wake`): the pending
+        buffer is past its limit, or the flusher is not running. `count` messages of `size` payload
+        bytes are added to the connection's statistics, as `publish` adds them."""
+        client: Any = self.client
+        if count:
+            stats = client.stats
+            stats["out_msgs"] += count
+            stats["out_bytes"] += size
+        client._pending.append(command)
+        client._pending_data_size += len(command)
+        limit = client._max_pending_size
+        if limit > 0 and client._pending_data_size > limit:
+            return True
+        queue = client._flush_queue
+        if queue is None or queue._queue:
+            return False  # a flush is coming: it writes these bytes too
+        flusher = client._flusher_task
+        if flusher is None or flusher.done() or not client.is_connected:
+            return True
+        try:
+            # What `_flush_pending` puts there: a future the flusher resolves once it has written.
+            queue.put_nowait(asyncio.get_running_loop().create_future())
+        except asyncio.QueueFull:
+            return True
+        return False
+
+    async def wake(self) -> None:
+        """Wake the flusher, waiting for it when the pending buffer is past its limit, as
+        `_send_command` and `publish` do."""
+        client: Any = self.client
+        limit = client._max_pending_size
+        if limit > 0 and client._pending_data_size > limit:
+            await client._flush_pending(force_flush=True)
+            return
+        await client._flush_pending()
+
+
 class WirePublisher:
     """Publishes a message's list of publishes on a nats-py connection, in order.
 
@@ -91,11 +163,8 @@ class WirePublisher:
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        send: Any = getattr(client, "_send_command", None)
-        flush: Any = getattr(client, "_flush_pending", None)
-        self._fast = (
-            callable(send) and callable(flush) and hasattr(client, "_flush_queue")
-        )
+        self._queued = QueuedBytes(client)
+        self._fast = self._queued.fast
         self._names: dict[str, str | None] = {}
 
     async def publish(self, publishes: list[Publish]) -> None:
@@ -114,7 +183,7 @@ class WirePublisher:
             if (
                 size > max_payload
                 or not subject
-                or (validate and _INVALID_SUBJECT.search(subject) is not None)
+                or (validate and INVALID_SUBJECT.search(subject) is not None)
             ):
                 break
             block: bytes | None
@@ -140,20 +209,9 @@ class WirePublisher:
             sent += 1
             total += size
         if sent:
-            await self._send(b"".join(parts), sent, total)
+            await self._queued.send(b"".join(parts), sent, total)
         if sent < len(publishes):
             await self._public(publishes, sent)
-
-    async def _send(self, command: bytes, count: int, size: int) -> None:
-        """Queue `command` (`count` messages, `size` payload bytes) as `publish` queues one."""
-        client: Any = self.client
-        stats = client.stats
-        stats["out_msgs"] += count
-        stats["out_bytes"] += size
-        await client._send_command(command)
-        queue = client._flush_queue
-        if queue is not None and queue.empty():
-            await client._flush_pending()
 
     async def _public(self, publishes: list[Publish], start: int) -> None:
         publish = self.client.publish
