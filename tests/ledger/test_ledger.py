@@ -90,7 +90,9 @@ async def test_a_recorded_call_is_found_not_claimed_again() -> None:
 
     again = await ledger(store).begin(KEY, PRINT, rerunnable=True)
 
-    assert again == Recorded({"receipt": {"deliveryId": "d", "status": "accepted"}})
+    assert again == Recorded(
+        {"receipt": {"deliveryId": "d", "status": "accepted"}}, at=Clock().now
+    )
     assert store._entries[KEY].revision == revision
 
 
@@ -172,8 +174,9 @@ async def test_a_stale_claim_is_taken_over_as_wire_md_8_3_says(
     store = MemoryStore()
     clock = Clock()
     await plant(store, state, lease_until=clock.now - 1)
+    found = ledger(store, clock, lease=30, wait=0)
 
-    claim = await ledger(store, clock).begin(KEY, PRINT, rerunnable=rerunnable)
+    claim = await found.begin(KEY, PRINT, rerunnable=rerunnable)
 
     assert isinstance(claim, Claim) and claim.unknown is unknown
     # Taken over to say `unknown`, it stays started: a worker dying before that record must not
@@ -181,6 +184,48 @@ async def test_a_stale_claim_is_taken_over_as_wire_md_8_3_says(
     assert document(store)["state"] == ("started" if unknown else "claimed")
     assert document(store)["worker"] == "w-1"
     claim.abandon()
+
+
+async def test_a_started_claim_past_its_lease_is_unknown_only_once_unchanged_for_one_more() -> (
+    None
+):
+    store = MemoryStore()
+    clock = Clock()
+    await plant(store, "started", lease_until=clock.now - 1)
+    # Durable: its worker may be alive, reconnecting, writing its outcome (docs/wire.md 7).
+    found = ledger(store, clock, lease=30, wait=0, persistent=True)
+    with pytest.raises(StillRunning) as still:
+        await found.begin(KEY, PRINT, rerunnable=False)
+    assert still.value.lease_left == 30
+    clock.now += 29
+    with pytest.raises(StillRunning) as still:
+        await found.begin(KEY, PRINT, rerunnable=False)
+    assert still.value.lease_left == pytest.approx(1)
+
+    # Its worker, back in time, records the outcome: nothing is taken over.
+    entry = await store.get(KEY)
+    assert entry is not None
+    done = Record(
+        state="done",
+        fingerprint=PRINT,
+        worker="w-dead",
+        at=clock.now,
+        outcome={"result": {}},
+    )
+    await store.update(KEY, done.encode(), entry.revision)
+    clock.now += 5
+    assert isinstance(await found.begin(KEY, PRINT, rerunnable=False), Recorded)
+
+
+async def test_the_stale_claims_a_ledger_watches_are_bounded() -> None:
+    clock = Clock()
+    found = ledger(MemoryStore(), clock, lease=30)
+    for index in range(20_000):
+        found.stale_for(f"tool.k{index}", 1)
+    assert len(found._stale) <= 10_000
+    clock.now += 200  # all old: forgotten as the next one is watched
+    found.stale_for("tool.new", 1)
+    assert len(found._stale) == 1
 
 
 async def test_a_live_claim_that_expires_during_the_wait_is_taken_over() -> None:
@@ -191,14 +236,16 @@ async def test_a_live_claim_that_expires_during_the_wait_is_taken_over() -> None
     began = loop.time()
 
     waiting = asyncio.create_task(
-        ledger(store, clock, wait=5).begin(KEY, PRINT, rerunnable=False)
+        ledger(store, clock, wait=5, lease=0.3).begin(KEY, PRINT, rerunnable=False)
     )
     await asyncio.sleep(0.1)
     clock.now += 0.4  # the dead worker's lease runs out while the retry waits
+    await asyncio.sleep(0.4)
+    clock.now += 0.4  # and stays as it was for one more lease
     claim = await asyncio.wait_for(waiting, 2)
 
     assert isinstance(claim, Claim) and claim.unknown
-    assert loop.time() - began < 1.0
+    assert loop.time() - began < 1.5
 
 
 async def test_the_lease_is_renewed_every_third_of_it_until_the_outcome() -> None:
@@ -266,15 +313,55 @@ async def test_an_outcome_the_store_never_takes_leaves_the_claim_started_and_doe
 
 async def test_a_start_the_store_does_not_take_raises_before_the_side_effect() -> None:
     store = Flaky()
-    claim = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    claim = await ledger(store, lease=0.3).begin(KEY, PRINT, rerunnable=False)
     assert isinstance(claim, Claim)
-    store.outage = 1
+    store.outage = 10_000
 
     with pytest.raises(StoreUnavailable):
         await claim.start()
     assert not claim.started
+    store.outage = 0
     await claim.release()
     assert KEY not in store._entries
+
+
+async def test_a_start_the_store_takes_again_after_a_short_outage_marks_the_call_started() -> (
+    None
+):
+    store = Flaky()
+    claim = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    store.outage = 2  # a leader election: the next two writes fail
+
+    await claim.start()
+
+    assert claim.started
+    assert document(store)["state"] == "started"
+    claim.abandon()
+
+
+async def test_a_persistent_outcome_is_written_until_stored_and_counted_while_it_waits(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = Flaky()
+    found = ledger(store, lease=0.1, persistent=True)
+    claim = await found.begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    await claim.start()
+    store.outage = 10_000
+    recording = asyncio.create_task(claim.done({"result": {"status": "success"}}))
+    await asyncio.sleep(0.5)  # five leases: a non-persistent claim would have given up
+    assert not recording.done()
+    assert found.waiting.count == 1 and found.waiting.oldest() > 0.3
+    assert "waited" not in caplog.text  # nothing logged while a short outage lasts
+
+    store.outage = 0
+    assert await asyncio.wait_for(recording, 2)
+
+    assert document(store)["state"] == "done"
+    assert found.waiting.count == 0
+    lines = [r.getMessage() for r in caplog.records if "waited" in r.getMessage()]
+    assert len(lines) == 1 and "all stored" in lines[0], lines
 
 
 async def test_an_outcome_recorded_while_a_renewal_is_writing_waits_for_it() -> None:
@@ -464,22 +551,40 @@ async def test_a_renewal_due_while_the_start_is_written_keeps_the_claim_started(
     claim.abandon()
 
 
-async def test_a_start_mark_that_timed_out_but_landed_is_released_so_the_retry_runs_the_call() -> (
+async def test_a_start_mark_that_timed_out_but_landed_is_taken_for_the_start_it_is() -> (
     None
 ):
     store = Late()
     claim = await ledger(store).begin(KEY, PRINT, rerunnable=False)
     assert isinstance(claim, Claim)
     store.late = True
-    with pytest.raises(StoreUnavailable):
-        await claim.start()  # the side effect must not start: it never ran
-    assert document(store)["state"] == "started"  # yet the mark is there
+
+    await claim.start()  # its write is retried, refused, and the key found holding it
+
+    assert claim.started
+    entry = await store.get(KEY)
+    assert entry is not None and claim.revision == entry.revision
+    await claim.done({"result": {}})
+    assert document(store)["state"] == "done"
+
+
+async def test_a_claim_whose_write_landed_unseen_is_released_at_the_revision_it_holds() -> (
+    None
+):
+    store = MemoryStore()
+    claim = await ledger(store).begin(KEY, PRINT, rerunnable=False)
+    assert isinstance(claim, Claim)
+    entry = await store.get(KEY)
+    assert entry is not None
+    # A renewal (or a start) that timed out but landed: the key is past the claim's revision.
+    await store.update(KEY, claim.ledger.claim_record(PRINT, "started"), entry.revision)
 
     await claim.release()
 
     assert await store.get(KEY) is None
     retry = await ledger(store).begin(KEY, PRINT, rerunnable=False)
     assert isinstance(retry, Claim) and not retry.unknown
+    retry.abandon()
 
 
 async def test_a_claim_taken_over_by_another_worker_is_never_released_by_the_first() -> (

@@ -6,6 +6,7 @@ from .counted import CountedStore
 from .ledger import Claim, FingerprintMismatch, Ledger, Recorded, StillRunning
 from .records import RECORD_ENVELOPE, CorruptRecord, Record, fingerprint
 from .store import Conflict, Entry, KeyValueStore, MemoryStore, StoreUnavailable
+from .waiting import Waiting, WaitingWrites
 
 __all__ = [
     "RECORD_ENVELOPE",
@@ -22,5 +23,7 @@ __all__ = [
     "Recorded",
     "StillRunning",
     "StoreUnavailable",
+    "Waiting",
+    "WaitingWrites",
     "fingerprint",
 ]

@@ -9,17 +9,24 @@ or says honestly that the outcome cannot be known.
 
 Every write is a compare-and-set on the key's revision, so two workers (or two retries) never both
 hold a claim: the loser reads what the winner wrote.
+
+With `persistent` (durable mode, docs/wire.md 7), the holder of an outcome writes it until it is
+stored, however long the store is away; so a `started` claim whose lease ran out is taken for a dead
+worker's only once this process has seen it unchanged for one further lease: its worker may be
+alive, reconnecting, with an outcome to record.
 """
 
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .records import CorruptRecord, Record
 from .store import Conflict, KeyValueStore, StoreUnavailable
+from .waiting import WaitingWrites
 
 _LOGGER = logging.getLogger("interaction_worker")
 # How often the store's answer is waited for again when the key keeps changing under a live claim
@@ -28,6 +35,11 @@ _MAX_ROUNDS = 10_000
 # The keys found holding something that is not a record, remembered so that each is reported once;
 # past this many, the oldest is forgotten (and reported again should it come back).
 _REPORTED_KEYS = 4096
+# Stale `started` claims this process is watching (first seen, by key and revision): a bound, the
+# oldest forgotten first (it is then watched again from the start, never taken over sooner).
+_MAX_WATCHED = 10_000
+# The longest pause between two attempts of a write the store did not take.
+_MAX_DELAY = 1.0
 
 
 class FingerprintMismatch(Exception):
@@ -44,9 +56,11 @@ class StillRunning(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """A finished call: its recorded outcome (`{"result": …}`, `{"receipt": …}` or `{"error": …}`)."""
+    """A finished call: its recorded outcome (`{"result": …}`, `{"receipt": …}` or `{"error": …}`),
+    and when it was recorded (seconds since the epoch, as the recording worker's clock read)."""
 
     outcome: dict[str, Any]
+    at: float | None = field(default=None, compare=False)
 
 
 class Ledger:
@@ -57,6 +71,10 @@ class Ledger:
         lease: seconds a claim is held without renewal; renewed every third of it.
         wait: seconds a retry waits for a live claim's outcome before IN_PROGRESS.
         clock: wall-clock seconds since the epoch (leases are compared across processes).
+        persistent: an outcome (and a release) is written until it is stored, never given up, and
+            an expired `started` claim is taken over only after one further lease (durable mode);
+            otherwise an outcome is written for up to one lease.
+        waiting: where writes waiting to be retried are counted.
 
     Attributes:
         invalid_entries: keys found holding something that is not a ledger record, each counted
@@ -72,6 +90,8 @@ class Ledger:
         wait: float = 30.0,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger = _LOGGER,
+        persistent: bool = False,
+        waiting: WaitingWrites | None = None,
     ) -> None:
         self.store = store
         self.worker = worker
@@ -79,6 +99,11 @@ class Ledger:
         self.wait = wait
         self.clock = clock
         self.logger = logger
+        self.persistent = persistent
+        self.waiting = waiting if waiting is not None else WaitingWrites(logger=logger)
+        # In the order first seen; an OrderedDict, whose oldest is found at once however many
+        # were removed before it.
+        self._stale: OrderedDict[tuple[str, int], float] = OrderedDict()
         self.invalid_entries = 0
         self._reported: dict[str, None] = {}
 
@@ -138,25 +163,26 @@ class Ledger:
             if record.fingerprint != fingerprint:
                 raise FingerprintMismatch(key)
             if record.outcome is not None:
-                return Recorded(record.outcome)
+                return Recorded(record.outcome, record.at)
             assert record.lease_until is not None  # decode's rule for claims
             now = self.clock()
-            if record.lease_until > now:
+            unknown = record.state == "started" and not rerunnable
+            left = record.lease_until - now
+            if left <= 0 and unknown and self.persistent:
+                left = self.stale_for(key, entry.revision)
+            if left > 0:
                 remaining = give_up - loop.time()
                 if remaining <= 0:
-                    raise StillRunning(key, record.lease_until - now)
+                    raise StillRunning(key, left)
                 try:
                     # Until the outcome, a release or a renewal, or until the lease runs out.
                     await self.store.changed(
-                        key,
-                        entry.revision,
-                        min(remaining, record.lease_until - now + 0.05),
+                        key, entry.revision, min(remaining, left + 0.05)
                     )
                 except TimeoutError:
                     pass
                 continue
             # A stale claim: its worker is gone.
-            unknown = record.state == "started" and not rerunnable
             # Taken over to record `unknown`, the claim stays `started`: were this worker to die
             # before that record, the next one must not read "never started" and run the call.
             state = "started" if unknown else "claimed"
@@ -168,6 +194,29 @@ class Ledger:
                 continue
             return self._claim(key, revision, fingerprint, unknown=unknown)
         raise StillRunning(key)
+
+    def stale_for(self, key: str, revision: int) -> float:
+        """Seconds before the `started` claim at `key`, `revision`, whose lease has run out, may be
+        taken for a dead worker's: it must have stayed unchanged for one further lease as this
+        process sees it (its worker may be alive and reconnecting, with an outcome to record)."""
+        now = self.clock()
+        watched = self._stale
+        first = watched.get((key, revision))
+        if first is None:
+            # Forget what has been watched for long (its key moved on), then what is oldest.
+            while watched:
+                oldest = next(iter(watched))
+                if (
+                    len(watched) < _MAX_WATCHED
+                    and now - watched[oldest] < 4 * self.lease
+                ):
+                    break
+                del watched[oldest]
+            first = watched[(key, revision)] = now
+        left = first + self.lease - now
+        if left <= 0:
+            del watched[(key, revision)]
+        return max(left, 0.0)
 
     async def lookup(self, key: str) -> tuple[Record, int] | None:
         """The record under `key` and its revision; None when there is none.
@@ -185,7 +234,11 @@ class Ledger:
         self, key: str, revision: int, fingerprint: str, outcome: dict[str, Any]
     ) -> bool:
         """Record `outcome` over the entry at `revision` (a claim its worker left); false when the
-        entry changed meanwhile or the store is away."""
+        entry changed meanwhile.
+
+        Raises:
+            StoreUnavailable: the store did not take it (it may have landed).
+        """
         value = Record(
             state="done",
             fingerprint=fingerprint,
@@ -195,7 +248,7 @@ class Ledger:
         ).encode()
         try:
             await self.store.update(key, value, revision)
-        except (Conflict, StoreUnavailable):
+        except Conflict:
             return False
         return True
 
@@ -245,23 +298,54 @@ class Claim:
             self._timer = self._loop.call_later(ledger.lease / 3, self._renew_due)
 
     async def start(self) -> None:
-        """Mark the call started, right before its side effect.
+        """Mark the call started, right before its side effect. A mark the store did not take is
+        written again while this claim's lease lasts (no one else may take the claim before it
+        ends); one that timed out but landed is recognised (the key holds exactly what was written).
 
         Raises:
             StoreUnavailable: the mark could not be written; the side effect must not start.
         """
-        try:
-            await self._write(self.ledger.claim_record(self.fingerprint, "started"))
-        except Conflict:
-            raise StoreUnavailable(
-                "the claim was lost before the call started"
-            ) from None
+        ledger = self.ledger
+        value = ledger.claim_record(self.fingerprint, "started")
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + ledger.lease / 2
+        delay = 0.05
+        unseen = False  # a write may have landed without its answer
+        while True:
+            try:
+                await self._write(value)
+                break
+            except Conflict:
+                if unseen and await self._holds(value):
+                    break
+                raise StoreUnavailable(
+                    "the claim was lost before the call started"
+                ) from None
+            except StoreUnavailable:
+                unseen = True
+                if loop.time() + delay > give_up:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_DELAY)
         self.started = True
 
+    async def _holds(self, value: bytes) -> bool:
+        """Whether the key holds exactly `value`, written by this claim unseen (`revision` then
+        follows it)."""
+        try:
+            entry = await self.ledger.store.get(self.key)
+        except StoreUnavailable:
+            return False
+        if entry is None or entry.value != value:
+            return False
+        self.revision = entry.revision
+        return True
+
     async def done(self, outcome: dict[str, Any]) -> bool:
-        """Record the outcome; false when it could not be. A store that stays away past the lease
-        leaves the claim as it was (a retry then answers per wire.md 8, item 3): the outcome is published
-        anyway, so this never raises."""
+        """Record the outcome; false when it could not be. Persistent (durable mode), it is written
+        until it is stored; otherwise a store that stays away past the lease leaves the claim as it
+        was (a retry then answers per wire.md 8, item 3) and the outcome is published anyway. Never
+        raises but a cancellation."""
         self._stop_renewing()
         ledger = self.ledger
         value = Record(
@@ -272,30 +356,42 @@ class Claim:
             outcome=outcome,
         ).encode()
         loop = asyncio.get_running_loop()
-        give_up = loop.time() + ledger.lease
+        give_up = None if ledger.persistent else loop.time() + ledger.lease
         delay = 0.05
-        while True:
-            try:
-                await self._write(value)
-                return True
-            except Conflict:
-                if await self._recorded():
+        waiting = None
+        stored = False
+        try:
+            while True:
+                try:
+                    await self._write(value)
+                    stored = True
                     return True
-                ledger.logger.warning(
-                    "ledger %s: the claim was taken over before its outcome was recorded",
-                    self.key,
-                )
-                return False
-            except StoreUnavailable:
-                if loop.time() + delay > give_up:
+                except Conflict:
+                    if await self._recorded():
+                        stored = True
+                        return True
                     ledger.logger.warning(
-                        "ledger %s: the outcome could not be recorded",
+                        "ledger %s: the claim was taken over before its outcome was recorded",
                         self.key,
-                        exc_info=True,
                     )
                     return False
+                except StoreUnavailable as error:
+                    if give_up is not None and loop.time() + delay > give_up:
+                        ledger.logger.warning(
+                            "ledger %s: the outcome could not be recorded (%s)",
+                            self.key,
+                            error,
+                        )
+                        return False
+                    if waiting is None:
+                        waiting = ledger.waiting.begin(f"the ledger: {error}")
+                    else:
+                        waiting.failed(f"the ledger: {error}")
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                delay = min(delay * 2, _MAX_DELAY)
+        finally:
+            if waiting is not None:
+                waiting.done(stored=stored)
 
     async def _recorded(self) -> bool:
         """Whether the key holds an outcome of this call: a write that timed out may still have
@@ -313,32 +409,44 @@ class Claim:
         return record.state == "done" and record.fingerprint == self.fingerprint
 
     async def release(self) -> None:
-        """Give the key up (the call did not start), so a retry runs it. Never raises.
+        """Give the key up (the call did not start), so a retry runs it. Never raises but a
+        cancellation.
 
         A `started` mark whose write timed out may still have landed (a client buffers writes while
         it reconnects), leaving the key at a revision this claim never saw: left there, it would
-        answer the retry `unknown` for a call that never ran. So a delete that fails is retried, for
-        up to one lease, at the revision the key holds while the record there is still this
-        claim's."""
+        answer the retry `unknown` for a call that never ran. So a delete that fails is retried, at
+        the revision the key holds while the record there is still this claim's: persistent, until
+        it is gone; otherwise for up to one lease."""
         self._stop_renewing()
+        ledger = self.ledger
         loop = asyncio.get_running_loop()
-        give_up = loop.time() + self.ledger.lease
+        give_up = None if ledger.persistent else loop.time() + ledger.lease
         delay = 0.05
-        while True:
-            try:
-                async with self._writing:
-                    await self.ledger.store.delete(self.key, self.revision)
-                return
-            except (Conflict, StoreUnavailable):
-                pass
-            if not await self._still_mine() or loop.time() + delay > give_up:
-                # Another worker's claim now, or the store stayed away: the lease decides.
-                self.ledger.logger.info(
-                    "ledger %s: the claim could not be released", self.key
-                )
-                return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+        waiting = None
+        try:
+            while True:
+                try:
+                    async with self._writing:
+                        await ledger.store.delete(self.key, self.revision)
+                    return
+                except (Conflict, StoreUnavailable) as error:
+                    reason = f"the ledger: {error}"
+                mine = await self._still_mine()
+                if not mine or (give_up is not None and loop.time() + delay > give_up):
+                    # Another worker's claim now, or the store stayed away: the lease decides.
+                    ledger.logger.info(
+                        "ledger %s: the claim could not be released", self.key
+                    )
+                    return
+                if waiting is None:
+                    waiting = ledger.waiting.begin(reason)
+                else:
+                    waiting.failed(reason)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _MAX_DELAY)
+        finally:
+            if waiting is not None:
+                waiting.done()
 
     async def _still_mine(self) -> bool:
         """Whether the key still holds this claim (as written, or with a `started` mark that landed
@@ -399,7 +507,9 @@ class Claim:
                     self.revision,
                 )
         except StoreUnavailable:
-            ledger.logger.info("ledger %s: the lease could not be renewed", self.key)
+            # The waiting writes and the store's own outage say it once; each claim would say it
+            # again every third of a lease.
+            ledger.logger.debug("ledger %s: the lease could not be renewed", self.key)
         except Conflict:
             self.lost = True
             self._renewing = False

@@ -27,17 +27,20 @@ def timestamp(seconds: float) -> str:
     # As datetime does: to the microsecond first (0.123 is 0.12299… as a float), then truncated.
     micros = round(seconds * 1_000_000)
     whole, fraction = divmod(micros, 1_000_000)
-    # A call writes several times within one second: the formatted second is kept (strftime costs
-    # more than the rest of a record's encoding).
-    if whole != _last_second[0]:
-        _last_second[0] = whole
-        _last_second[1] = datetime.fromtimestamp(whole, UTC).strftime(
+    # A call writes several times within one second, a claim's time and its lease's end: the
+    # formatted seconds are kept, a few (strftime costs more than the rest of a record's encoding).
+    formatted = _seconds.get(whole)
+    if formatted is None:
+        if len(_seconds) >= _KEPT_SECONDS:
+            _seconds.clear()
+        formatted = _seconds[whole] = datetime.fromtimestamp(whole, UTC).strftime(
             "%Y-%m-%dT%H:%M:%S."
         )
-    return f"{_last_second[1]}{fraction // 1000:03d}Z"
+    return f"{formatted}{fraction // 1000:03d}Z"
 
 
-_last_second: list[Any] = [None, ""]
+_KEPT_SECONDS = 16
+_seconds: dict[int, str] = {}
 
 
 def seconds_of(text: str) -> float:
