@@ -385,7 +385,7 @@ class InteractionWorker:
             account_inboxes=account_inboxes,
             max_payload=client.max_payload,
             tool_timeout=tool_timeout,
-            ledger=_ledger(ledger_settings, store),
+            ledger=_ledger(ledger_settings, store, persistent=True),
             tracing=tracing,
             durable=True,
         )
@@ -443,8 +443,12 @@ def _ledger_store(
 
 
 def _ledger(
-    settings: IdempotencySettings | None, store: JetStreamStore | None
+    settings: IdempotencySettings | None,
+    store: JetStreamStore | None,
+    *,
+    persistent: bool = False,
 ) -> Ledger | None:
+    """With `persistent` (durable mode), an outcome is written until it is stored (wire.md 7)."""
     if settings is None or store is None:
         return None
     return Ledger(
@@ -452,6 +456,7 @@ def _ledger(
         worker=f"{socket.gethostname()}:{os.getpid()}",
         lease=settings.lease,
         wait=settings.wait,
+        persistent=persistent,
     )
 
 

@@ -577,3 +577,51 @@ async def test_an_invoke_refused_for_its_credentials_is_answered_at_once_not_del
 
     assert result["error"]["code"] == "MCP_UNAUTHORIZED"
     assert docs.calls == 1  # max_deliver 3: not delivered again
+@pytest.mark.parametrize(
+    ("stream", "body", "subjects"),
+    [
+        ("EVENTS", call("kept-1"), ("tool.observation.kept-1", "tool.result.kept-1")),
+        ("DEAD", call("kept-2", boom=True), ("dead.tool.kept-2",)),
+    ],
+    ids=["events", "dead-letter"],
+)
+async def test_events_and_dead_letters_no_stream_takes_are_written_again_until_stored(
+    durable: Durable,
+    nats_client: Client,
+    stream: str,
+    body: bytes,
+    subjects: tuple[str, ...],
+) -> None:
+    """A stream that cannot store (here: gone, as one without a leader answers no-responders) costs
+    the call latency, never its events (docs/wire.md 7): they wait, counted, and the call is
+    acknowledged once they are stored."""
+    binding = await durable.serve()
+    js = nats_client.jetstream()
+    name = f"{stream}_{durable.tag}"
+    config = (await js.stream_info(name)).config
+    await js.delete_stream(name)
+    inbox = nats_client.new_inbox()
+    replies = await nats_client.subscribe(inbox)
+    await js.publish(
+        f"{durable.prefix}.tool.call", body, headers={"Interaction-Reply-To": inbox}
+    )
+
+    await eventually(lambda: _ran(durable.work))
+    with pytest.raises(nats.errors.TimeoutError):
+        await replies.next_msg(timeout=0.5)  # the reply follows the stored events
+    assert binding.waiting.count == 1 and binding.waiting.oldest() > 0
+    await js.add_stream(config)
+
+    reply = decode(await replies.next_msg(timeout=10))
+    assert reply.get("status", "refused") in ("success", "refused")
+    stored = await stream_messages(nats_client, name)
+    assert sorted(m.subject for m in stored) == [
+        f"{durable.prefix}.{subject}" for subject in subjects
+    ]
+    await eventually(lambda: drained(nats_client, f"CALLS_{durable.tag}"))
+    assert binding.waiting.count == 0
+    assert list(durable.work.calls.values()) == [1]
+
+
+async def _ran(work: Work) -> bool:
+    return bool(work.calls)

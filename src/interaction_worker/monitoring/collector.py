@@ -39,6 +39,7 @@ class WorkerCollector(Collector):
         yield from self._sinks()
         yield from self._mcp()
         yield from self._ledger()
+        yield from self._waiting()
 
     def _requests(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
@@ -152,3 +153,19 @@ class WorkerCollector(Collector):
         for (operation, result), count in sorted(ledger.store.counts.items()):
             family.add_metric([operation, result], count)
         yield family
+
+    def _waiting(self) -> Iterator[Metric]:
+        count = GaugeMetricFamily(
+            "interaction_writes_waiting",
+            "Writes (ledger records, events, dead letters) that the server did not take and that "
+            "are waiting to be written again (docs/wire.md 7: none is given up)",
+        )
+        oldest = GaugeMetricFamily(
+            "interaction_writes_waiting_oldest_seconds",
+            "How long the oldest write waiting to be written again has waited",
+        )
+        binding = self.state.binding
+        if binding is not None:
+            count.add_metric([], binding.waiting.count)
+            oldest.add_metric([], binding.waiting.oldest())
+        yield from (count, oldest)

@@ -19,6 +19,12 @@ class Delivery:
     # False when the ledger could not record the outcome: it is published, but the message is not
     # acknowledged, so its redelivery finds the claim and answers per wire.md 8.3.
     recorded: bool = True
+    # When the outcome being published was first recorded (seconds since the epoch), for one the
+    # ledger answers: its events may have been stored longer ago than the streams remember their
+    # message ids (docs/wire.md 7). None: an outcome of this delivery.
+    first_sent: float | None = None
+    # False when its events could not be stored before the process ended: not acknowledged.
+    stored: bool = True
 
 
 current: ContextVar[Delivery | None] = ContextVar("delivery", default=None)

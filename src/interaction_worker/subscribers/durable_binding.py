@@ -2,13 +2,17 @@
 consumers shared by every worker, so a call the server accepted survives a killed worker and a
 restarted server; `P.observe` and `P.tool.list`, which change nothing, stay core subscriptions.
 
-One message's order of work: claim in the ledger → execute → record → publish → acknowledge.
-While it runs, the server is told every third of `ack_wait` that it is still in progress. It is
-negatively acknowledged (and comes back after the next `nak_backoff` delay) only when its side
+One message's order of work: claim in the ledger → execute → record → store the events (or the
+dead letter), acknowledged → publish the reply → acknowledge. Every write is acknowledged, and
+written again until it is stored (docs/wire.md 7): a leader election costs the call latency, never
+an event. While it runs, the server is told every third of `ack_wait` that it is still in progress.
+It is negatively acknowledged (and comes back after the next `nak_backoff` delay) only when its side
 effect certainly did not start; a refused message is dead-lettered and terminated; a message whose
-outcome could not be recorded is published but not acknowledged, so its redelivery answers from the
-ledger. A delivery past `max_deliver` is never executed: it is resolved from the ledger or
-dead-lettered, then terminated.
+claim was taken over before its outcome was recorded is published but not acknowledged, so its
+redelivery answers from the ledger. A delivery past `max_deliver` is never executed: it is resolved
+from the ledger or dead-lettered, then terminated; one that finds a live claim waits for it, in
+progress (a negative acknowledgement of the server's last delivery would have the server give the
+message up).
 
 Each consumer's loop fetches at most as many messages as the process has free slots (`concurrency`,
 else `max_pending`), shared by its consumers, so no worker hoards work another could do.
@@ -28,7 +32,8 @@ from nats.js import JetStreamContext
 
 from ..config import DurableSettings
 from ..errors import ServeError
-from ..ledger import StoreUnavailable
+from ..ledger import KeyValueStore, StoreUnavailable, WaitingWrites
+from .acked_publish import AckedPublisher, WriteFailed
 from .delivery import Delivery, Redeliver
 from .delivery import current as current_delivery
 from .discovery import ServedEndpoint
@@ -40,11 +45,13 @@ from .durable_streams import (
     consumer_name,
     ensure_consumer,
     ensure_streams,
+    stored_subjects,
 )
+from .durable_writes import UntilStored
 from .endpoints import clock
+from .event_writer import EventWriter, JetStreamEvents
 from .handler import MessageHandler
 from .incoming import Incoming
-from .ledger_store import JetStreamStore
 from .nats_binding import NatsBinding
 from .outgoing import Publish
 from .subjects import Kind
@@ -68,11 +75,21 @@ class DurableBinding:
         settings: DurableSettings,
         concurrency: int | None = None,
         max_pending: int = 1000,
-        ledger_store: JetStreamStore | None = None,
+        ledger_store: KeyValueStore | None = None,
         logger: logging.Logger = _LOGGER,
         kinds: tuple[Kind, ...] | None = None,
         traced: Callable[[Publisher], Publisher] | None = None,
+        events: EventWriter | None = None,
+        atomic_events: bool = False,
     ) -> None:
+        """
+        Args:
+            ledger_store: the ledger's store, opened at start when it can be (`open()`).
+            events: where the events and dead letters are stored; by default the streams of
+                `settings`, through acknowledged publishes on `client`.
+            atomic_events: a call's events in one atomic batch (the events stream is updated to
+                allow it).
+        """
         self.client = client
         # What this worker serves: by default every kind its handler has (the command protocol's only
         # with a dispatcher). Only these kinds' subjects join the calls stream and get a consumer.
@@ -107,6 +124,28 @@ class DurableBinding:
         self._js: JetStreamContext = client.jetstream()
         self._stream = settings.calls_stream
         self.kinds = tuple(kind for kind in DURABLE_KINDS if kind in served)
+        prefix = handler.subjects.prefix
+        self.atomic_events = atomic_events
+        self._acked: AckedPublisher | None = None
+        if events is None:
+            self._acked = AckedPublisher(client)
+            streams = stored_subjects(prefix, settings)
+            events = JetStreamEvents(self._acked, streams, atomic=atomic_events)
+        self.events = events
+        # Writes waiting to be retried, the ledger's and the events' alike (the metrics).
+        ledger = handler.ledger
+        self.waiting = (
+            ledger.waiting if ledger is not None else WaitingWrites(logger=logger)
+        )
+        self._stored_prefixes = tuple(
+            subject for subject, _ in stored_subjects(prefix, settings)
+        )
+        self._until_stored = UntilStored(
+            events,
+            self.waiting,
+            window=min(settings.duplicate_window, settings.events_max_age),
+            alive=lambda: not client.is_closed,
+        )
 
     async def start(self) -> None:
         """Open the ledger's bucket, create or check the streams and consumers, then consume.
@@ -115,13 +154,26 @@ class DurableBinding:
             ServeError: JetStream is missing, a stream conflicts (wire.md 7), or the ledger's bucket
                 cannot be opened.
         """
-        if self.ledger_store is not None:
+        opener = getattr(self.ledger_store, "open", None)
+        if opener is not None:
             try:
-                await self.ledger_store.open()
+                await opener()
             except StoreUnavailable as error:
                 raise ServeError(str(error)) from None
+        if self._acked is not None:
+            try:
+                await self._acked.open()
+            except WriteFailed as failed:
+                raise ServeError(failed.reason) from None
         prefix = self.handler.subjects.prefix
-        await ensure_streams(self._js, prefix, self.settings, self.kinds, self.logger)
+        await ensure_streams(
+            self._js,
+            prefix,
+            self.settings,
+            self.kinds,
+            self.logger,
+            atomic=self.atomic_events,
+        )
         subscriptions = []
         for kind in self.kinds:
             subject = self.handler.subjects.request(kind)
@@ -250,10 +302,18 @@ class DurableBinding:
         try:
             if number > settings.max_deliver:
                 delivery.number = settings.max_deliver  # the executed attempts
-                publishes = await self.handler.resolve_exhausted(
-                    kind, incoming, settings.max_deliver
-                )
+                while True:
+                    try:
+                        publishes = await self.handler.resolve_exhausted(
+                            kind, incoming, settings.max_deliver
+                        )
+                        break
+                    except Redeliver as later:
+                        # The server's last delivery: it would give the message up if naked.
+                        await asyncio.sleep(later.delay if later.delay else 0.0)
                 await self._send(publishes)
+                if not delivery.stored:
+                    return  # the process is ending: the server delivers it again
                 await msg.term()
                 return
             try:
@@ -265,7 +325,7 @@ class DurableBinding:
                 await msg.nak(delay=delay)
                 return
             await self._send(publishes)
-            if not delivery.recorded:
+            if not delivery.recorded or not delivery.stored:
                 return  # redelivered after ack_wait: the ledger answers then
             dead = f"{self.handler.subjects.prefix}.dead."
             if any(subject.startswith(dead) for subject, _, _ in publishes):
@@ -295,7 +355,19 @@ class DurableBinding:
         return delays[min(number, len(delays)) - 1]
 
     async def _publish(self, publishes: list[Publish]) -> None:
-        await self._wire.publish(publishes)
+        """Store the events and dead letters (acknowledged, until stored), then publish the reply."""
+        stored = self._stored_prefixes
+        events = [p for p in publishes if p[0].startswith(stored)]
+        if events:
+            delivery = current_delivery.get()
+            first_sent = delivery.first_sent if delivery is not None else None
+            if not await self._until_stored.write(events, first_sent):
+                if delivery is not None:
+                    delivery.stored = False
+                return
+            publishes = [p for p in publishes if not p[0].startswith(stored)]
+        if publishes:
+            await self._wire.publish(publishes)
 
     async def stop(self, grace: float) -> None:
         """Stop fetching; let running messages finish within `grace`, then cancel them (their

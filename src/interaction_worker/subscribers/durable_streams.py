@@ -41,10 +41,35 @@ class Streams:
     dead: api.StreamConfig
 
 
+# The event families the events stream captures, under the prefix (`P.<family>.<K>`).
+EVENT_FAMILIES = (
+    "tool.result",
+    "tool.observation",
+    "mcp.result",
+    "mcp.observation",
+    "output.receipt",
+    "command.done",
+)
+
+
+def stored_subjects(prefix: str, settings: DurableSettings) -> list[tuple[str, str]]:
+    """What durable mode stores, acknowledged: (subject prefix, stream) of each event family and of
+    the dead letters."""
+    return [
+        *((f"{prefix}.{family}.", settings.events_stream) for family in EVENT_FAMILIES),
+        (f"{prefix}.dead.", settings.dead_stream),
+    ]
+
+
 def stream_configs(
-    prefix: str, settings: DurableSettings, served: tuple[Kind, ...]
+    prefix: str,
+    settings: DurableSettings,
+    served: tuple[Kind, ...],
+    *,
+    atomic: bool = False,
 ) -> Streams:
-    """The three streams, the calls stream over the subjects of the `served` durable kinds only."""
+    """The three streams, the calls stream over the subjects of the `served` durable kinds only;
+    with `atomic`, the events stream allows atomic batches."""
     p = prefix
     subjects = Subjects(prefix)
     replicas, storage = settings.replicas, api.StorageType.FILE
@@ -59,14 +84,7 @@ def stream_configs(
         ),
         events=api.StreamConfig(
             name=settings.events_stream,
-            subjects=[
-                f"{p}.tool.result.>",
-                f"{p}.tool.observation.>",
-                f"{p}.mcp.result.>",
-                f"{p}.mcp.observation.>",
-                f"{p}.output.receipt.>",
-                f"{p}.command.done.>",
-            ],
+            subjects=[f"{p}.{family}.>" for family in EVENT_FAMILIES],
             retention=api.RetentionPolicy.LIMITS,
             max_age=settings.events_max_age,
             duplicate_window=min(settings.duplicate_window, settings.events_max_age),
@@ -76,6 +94,7 @@ def stream_configs(
             # reader with that right could aim a push consumer at a request subject
             # (docs/operations.md, "Permissions").
             allow_direct=True,
+            allow_atomic=True if atomic else None,
         ),
         dead=api.StreamConfig(
             name=settings.dead_stream,
@@ -114,15 +133,18 @@ async def ensure_streams(
     settings: DurableSettings,
     served: tuple[Kind, ...],
     logger: logging.Logger = _LOGGER,
+    *,
+    atomic: bool = False,
 ) -> Streams:
     """Create or check the three streams, the calls stream with the subjects of the `served`
-    durable kinds (none served: the calls stream is left as it is, or absent).
+    durable kinds (none served: the calls stream is left as it is, or absent); with `atomic`, the
+    events stream allows atomic batches (updated when it does not).
 
     Raises:
         ServeError: a stream exists with another retention, or its subjects overlap another's, or
             JetStream cannot be reached.
     """
-    configs = stream_configs(prefix, settings, served)
+    configs = stream_configs(prefix, settings, served, atomic=atomic)
     for config in (configs.calls, configs.events, configs.dead):
         if config.subjects:
             await _ensure_stream(js, config, logger)
@@ -197,16 +219,20 @@ async def _ensure_stream(
             )
         missing = [s for s in config.subjects if s not in (current.subjects or [])]
         direct = bool(config.allow_direct) and not current.allow_direct
+        atomic = bool(config.allow_atomic) and not current.allow_atomic
         if direct:
             logger.warning("stream %s: direct gets allowed", name)
+        if atomic:
+            logger.info("stream %s: atomic batches allowed", name)
         if missing:
             logger.warning("stream %s: subjects %s added", name, ", ".join(missing))
-        if missing or direct:
+        if missing or direct or atomic:
             try:
                 await js.update_stream(
                     current.evolve(
                         subjects=[*(current.subjects or []), *missing],
                         allow_direct=current.allow_direct or config.allow_direct,
+                        allow_atomic=current.allow_atomic or config.allow_atomic,
                     )
                 )
             except nats.js.errors.APIError as error:

@@ -192,7 +192,12 @@ class MessageHandler:
     ) -> list[Publish]:
         """A durable message delivered once more than its executed attempts (its worker died during
         the last one): never run again. Its recorded outcome is published (`unknown` for a call left
-        started); else it is dead-lettered, UNAVAILABLE "Gave up after N deliveries" (wire.md 7)."""
+        started); else it is dead-lettered, UNAVAILABLE "Gave up after N deliveries" (wire.md 7).
+
+        Raises:
+            Redeliver: not yet: a live claim holds its id, or the ledger is away (look again after
+                its delay).
+        """
         family = self.families[kind]
         target, _ = self._reply_target(msg, self.reply_prefixes, self.own_prefixes)
         body = None
@@ -213,6 +218,8 @@ class MessageHandler:
                 if outcome is not None:
                     return family.publishes(outcome, msg, key, target)
             raise Unavailable(f"Gave up after {attempts} deliveries")
+        except Redeliver:
+            raise  # a live claim, or the ledger away: the binding looks again
         except Exception as error:
             return self.refusals.refuse(
                 kind,

@@ -9,7 +9,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from ..errors import ServeError
-from ..ledger import StoreUnavailable
+from ..ledger import StoreUnavailable, WaitingWrites
 from .discovery import ServedEndpoint
 from .dispatcher import Dispatcher, Publisher
 from .handler import MessageHandler
@@ -63,6 +63,11 @@ class NatsBinding:
         )
         self._subscriptions: list[Subscription] = []
         self._pending_limit = max(65536, max_pending * 16)
+        # Writes waiting to be retried (the metrics): the ledger's outcomes, in core mode.
+        ledger = handler.ledger
+        self.waiting = (
+            ledger.waiting if ledger is not None else WaitingWrites(logger=logger)
+        )
 
     async def _publish(self, publishes: list[Publish]) -> None:
         await self._wire.publish(publishes)

@@ -44,6 +44,8 @@ from .shutdown import being_cancelled, failure
 Outcome = TypeVar("Outcome")
 
 UNKNOWN_MESSAGE = "A previous attempt started and its outcome was not recorded"
+# Seconds before a message past its last attempt looks at the ledger again when it was away.
+_AWAY = 1.0
 _CODES = {error.code: error for error in ERROR_CLASSES}
 
 
@@ -117,6 +119,9 @@ class Ledgered(Generic[Outcome]):
                 raise Redeliver from None
             raise Unavailable("The idempotency ledger is unavailable") from None
         if isinstance(begun, Recorded):
+            delivery = current_delivery.get()
+            if delivery is not None:
+                delivery.first_sent = begun.at
             return self._from_record(key, identifier, begun.outcome)
         claim = begun
         # The lease is renewed while the message runs, never after it, however it ends.
@@ -165,18 +170,24 @@ class Ledgered(Generic[Outcome]):
     async def resolve(self, body: dict[str, Any], identifier: str) -> Outcome | None:
         """The outcome of a durable message delivered past its last attempt (wire.md 7): the
         recorded one, or `unknown` for a call of a write tool left started; None otherwise (it never
-        started, it may run again but failed every attempt, or the ledger cannot say): it is then
-        dead-lettered."""
+        started, or it may run again but failed every attempt): it is then dead-lettered.
+
+        Raises:
+            Redeliver: look again after its delay: a live claim holds the id (its outcome is still
+                to come), a `started` claim has not been seen unchanged for a further lease yet, or
+                the ledger is away.
+        """
         terms = self.terms
         request = terms.request(body)
         if request is None:
             return None
         what, rerunnable = request
         key = f"{terms.kind}.{subject_key(identifier)}"
+        ledger = self.ledger
         try:
-            found = await self.ledger.lookup(key)
+            found = await ledger.lookup(key)
         except StoreUnavailable:
-            return None
+            raise Redeliver(_AWAY) from None
         except CorruptRecord:
             raise self._unusable() from None
         if found is None:
@@ -185,13 +196,32 @@ class Ledgered(Generic[Outcome]):
         if record.fingerprint != fingerprint(what):
             return None
         if record.outcome is not None:
+            delivery = current_delivery.get()
+            if delivery is not None:
+                delivery.first_sent = record.at
             return self._from_record(key, identifier, record.outcome)
+        assert record.lease_until is not None  # decode's rule for claims
+        left = record.lease_until - ledger.clock()
+        if (
+            left <= 0
+            and record.state == "started"
+            and not rerunnable
+            and ledger.persistent
+        ):
+            left = ledger.stale_for(key, revision)
+        if left > 0:
+            raise Redeliver(left + 0.1)
         if record.state != "started" or rerunnable:
             return None
         outcome = terms.unknown(body, identifier)
-        await self.ledger.settle(
-            key, revision, record.fingerprint, terms.record(outcome) or {}
-        )
+        try:
+            settled = await ledger.settle(
+                key, revision, record.fingerprint, terms.record(outcome) or {}
+            )
+        except StoreUnavailable:
+            raise Redeliver(_AWAY) from None
+        if not settled:
+            raise Redeliver(0.0)  # the key changed: read it again
         return outcome
 
     def _from_record(
