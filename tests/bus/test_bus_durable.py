@@ -4,6 +4,7 @@ died, and two workers sharing one consumer. Each test has its own streams, bucke
 
 import asyncio
 import json
+import logging
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -625,3 +626,92 @@ async def test_events_and_dead_letters_no_stream_takes_are_written_again_until_s
 
 async def _ran(work: Work) -> bool:
     return bool(work.calls)
+
+
+class Peak:
+    """Counts the calls running at once."""
+
+    name = "work"
+    input_schema = OBJECT
+    effects = ("write",)
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.peak = 0
+        self.done = 0
+
+    def validate(self, arguments: dict[str, Any]) -> None:
+        return None
+
+    async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            await asyncio.sleep(0.1)
+        finally:
+            self.running -= 1
+            self.done += 1
+        return {"status": "success", "content": "ok"}
+
+
+async def test_a_fetch_that_brings_more_than_it_asked_never_runs_more_than_concurrency(
+    durable: Durable, nats_client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """nats-py's fetch also returns what earlier pull requests left on the subscription's inbox (a
+    fetch that timed out, a restart): more messages than slots taken."""
+    peak = Peak()
+    worker = InteractionWorker(
+        tools=[peak], sandbox=Sandbox(tools=("work",)), concurrency=4
+    )
+    binding = await durable.serve(worker=worker)
+    (tool,) = [s for s in binding._subscriptions if s._consumer.endswith("-tool")]
+    # A pull request that no fetch of the binding made, answered on its inbox.
+    await nats_client.publish(
+        tool._nms,
+        json.dumps({"batch": 20, "expires": 5_000_000_000}).encode(),
+        reply=tool._deliver,
+    )
+    await nats_client.flush()
+    js = nats_client.jetstream()
+    for index in range(24):
+        await js.publish(f"{durable.prefix}.tool.call", call(f"p-{index}"))
+
+    await eventually(lambda: drained(nats_client, f"CALLS_{durable.tag}"))
+    assert peak.done == 24
+    assert peak.peak <= 4
+    assert 0 <= binding._slots.free <= 4
+    assert "invalid batch size" not in caplog.text.lower()
+
+
+async def test_a_calls_stream_without_a_leader_is_one_line_in_the_log_not_a_traceback_a_fetch(
+    durable: Durable, nats_client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While the calls stream has no leader (here: gone, then back with its consumers, as after an
+    election), every fetch meets no-responders: the log says so once it is over (docs/operations.md,
+    "Logs")."""
+    binding = await durable.serve()
+    js = nats_client.jetstream()
+    name = f"CALLS_{durable.tag}"
+    stream = (await js.stream_info(name)).config
+    consumers = [info.config for info in await js.consumers_info(name)]
+    caplog.set_level(logging.INFO, logger="interaction_worker")
+    await js.delete_stream(name)
+    await asyncio.sleep(1.5)  # each consumer loop fetches meanwhile
+    await js.add_stream(stream)
+    for consumer in consumers:
+        await js.add_consumer(name, consumer)
+
+    reply = decode(await ask(nats_client, durable.prefix, call("back-1")))
+
+    assert reply["status"] == "success"
+    await eventually(lambda: _logged(caplog, "; resumed"))  # each loop fetched again
+    ours = [r for r in caplog.records if r.name == "interaction_worker"]
+    assert [r.getMessage() for r in ours if r.exc_info] == []
+    (line,) = [r.getMessage() for r in ours if r.levelno >= logging.WARNING]
+    assert line.startswith("fetching from the calls stream interrupted for ")
+    assert line.endswith("; resumed")
+    assert binding.lost == 0
+
+
+async def _logged(caplog: pytest.LogCaptureFixture, text: str) -> bool:
+    return text in caplog.text

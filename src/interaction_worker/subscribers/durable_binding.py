@@ -15,7 +15,9 @@ progress (a negative acknowledgement of the server's last delivery would have th
 message up).
 
 Each consumer's loop fetches at most as many messages as the process has free slots (`concurrency`,
-else `max_pending`), shared by its consumers, so no worker hoards work another could do.
+else `max_pending`), shared by its consumers, so no worker hoards work another could do. nats-py's
+fetch also returns what earlier fetches left on the pull inbox, more than asked: those wait for a
+slot each, so no more than `concurrency` messages ever run at once.
 """
 
 import asyncio
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import nats.errors
+import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -53,6 +56,7 @@ from .event_writer import EventWriter, JetStreamEvents
 from .handler import MessageHandler
 from .incoming import Incoming
 from .nats_binding import NatsBinding
+from .outages import Outage
 from .outgoing import Publish
 from .subjects import Kind
 from .wire_publish import WirePublisher
@@ -63,6 +67,17 @@ _LOGGER = logging.getLogger("interaction_worker")
 _FETCH_WAIT = 0.5
 # How long a fetch waits while another consumer waits for a slot it holds.
 _FETCH_WAIT_CONTENDED = 0.02
+# What a consumer loop meets while its stream elects a leader or its server restarts: one line once it
+# is over (`Outage`), not a traceback per fetch.
+_EXPECTED_FETCH_ERRORS = (
+    nats.js.errors.ServiceUnavailableError,
+    nats.errors.NoRespondersError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.StaleConnectionError,
+    nats.errors.UnexpectedEOF,
+    nats.errors.FlushTimeoutError,
+)
 
 
 class DurableBinding:
@@ -146,6 +161,7 @@ class DurableBinding:
             window=min(settings.duplicate_window, settings.events_max_age),
             alive=lambda: not client.is_closed,
         )
+        self._fetching = Outage("fetching from the calls stream", logger=logger)
 
     async def start(self) -> None:
         """Open the ledger's bucket, create or check the streams and consumers, then consume.
@@ -222,26 +238,34 @@ class DurableBinding:
         # another waits, an idle consumer's fetch returns almost at once.
         slots = self._slots
         most = max(1, math.ceil(self.limit / len(self.kinds)))
+        fetching = self._fetching
         while not self.closing:
             taken = await slots.take(most)
             wait = _FETCH_WAIT if not slots.waiting else _FETCH_WAIT_CONTENDED
             try:
                 messages = await subscription.fetch(batch=taken, timeout=wait)
+                fetching.ok(kind)
             except (TimeoutError, nats.errors.TimeoutError):
                 messages = []
+                fetching.ok(kind)
             except asyncio.CancelledError:
                 slots.give(taken)
                 raise
-            except Exception:
+            except Exception as error:
                 messages = []
                 if self.client.is_closed:
                     slots.give(taken)
                     return
-                self.logger.warning("fetching from %s failed", kind, exc_info=True)
+                if _expected(error):
+                    fetching.failed(kind, _said(error))
+                else:
+                    self.logger.warning("fetching from %s failed", kind, exc_info=True)
                 await asyncio.sleep(_FETCH_WAIT)
-            slots.give(taken - len(messages))
-            for msg in messages:
-                task = asyncio.create_task(self._run(kind, msg))
+            # nats-py's fetch also hands over what earlier fetches left on the pull inbox: beyond
+            # the slots taken, each waits for one of its own.
+            slots.give(max(0, taken - len(messages)))
+            for index, msg in enumerate(messages):
+                task = asyncio.create_task(self._run(kind, msg, slot=index < taken))
                 self.running.add(task)
                 task.add_done_callback(self._finished)
 
@@ -279,9 +303,21 @@ class DurableBinding:
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self.running.discard(task)
-        self._slots.give(1)
 
-    async def _run(self, kind: Kind, msg: Msg) -> None:
+    async def _run(self, kind: Kind, msg: Msg, *, slot: bool = True) -> None:
+        """Handle one message in the slot taken for it (`slot`), or in one it waits for first;
+        the slot is given back as it ends, however it ends."""
+        if not slot:
+            try:
+                await self._slots.take(1, first=True)
+            except asyncio.CancelledError:
+                return  # shut down while it waited: the server delivers it again
+        try:
+            await self._handle(kind, msg)
+        finally:
+            self._slots.give(1)
+
+    async def _handle(self, kind: Kind, msg: Msg) -> None:
         # Each delivery counts as a request, a redelivery too: discovery counts messages handled.
         endpoint = self.handler.endpoints[kind]
         endpoint.requests += 1
@@ -341,9 +377,15 @@ class DurableBinding:
                     msg.subject,
                 )
             raise
+        except nats.errors.Error as error:
+            # Publishing the reply or acknowledging failed (the connection closed): the message
+            # comes back, and the ledger answers it without running it again.
+            self.logger.warning(
+                "handling %s: %s; the server delivers it again",
+                msg.subject,
+                _said(error),
+            )
         except Exception:
-            # Publishing or acknowledging failed (the connection is away): the message comes back,
-            # and the ledger answers it without running it again.
             self.logger.warning("handling %s failed", msg.subject, exc_info=True)
         finally:
             current_delivery.reset(token)
@@ -407,14 +449,18 @@ class _Slots:
     def waiting(self) -> bool:
         return bool(self._turns)
 
-    async def take(self, most: int) -> int:
-        """At least one slot and at most `most`, once it is this caller's turn."""
-        if self.free and not self._turns:
+    async def take(self, most: int, *, first: bool = False) -> int:
+        """At least one slot and at most `most`, once it is this caller's turn (`first`: before
+        every caller waiting, for a message fetched already)."""
+        if self.free > 0 and not self._turns:
             taken = min(most, self.free)
             self.free -= taken
             return taken
         turn: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._turns.append((most, turn))
+        if first:
+            self._turns.appendleft((most, turn))
+        else:
+            self._turns.append((most, turn))
         try:
             return await turn
         except asyncio.CancelledError:
@@ -424,7 +470,7 @@ class _Slots:
 
     def give(self, count: int) -> None:
         self.free += count
-        while self.free and self._turns:
+        while self.free > 0 and self._turns:
             most, turn = self._turns.popleft()
             if turn.done():
                 continue  # its caller was cancelled while waiting
@@ -459,7 +505,8 @@ class _InProgress:
         try:
             await self.msg.in_progress()
         except Exception:
-            self.logger.info(
+            # While the server cannot hear it (the writes waiting say so once, not per message).
+            self.logger.debug(
                 "telling the server %s is in progress failed", self.msg.subject
             )
 
@@ -469,3 +516,22 @@ class _InProgress:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+
+
+def _expected(error: BaseException) -> bool:
+    """Whether a fetch failed as it does while a stream elects a leader or a server restarts."""
+    if isinstance(error, _EXPECTED_FETCH_ERRORS):
+        return True
+    return isinstance(error, nats.js.errors.APIError) and error.code == 503
+
+
+def _said(error: BaseException) -> str:
+    if isinstance(
+        error, nats.js.errors.ServiceUnavailableError | nats.errors.NoRespondersError
+    ):
+        return "no leader to answer (a stream electing one, or a server restarting)"
+    if isinstance(error, nats.js.errors.APIError):
+        return (
+            f"JetStream answered {error.code}: {error.description or 'no description'}"
+        )
+    return f"the NATS connection failed ({type(error).__name__})"
