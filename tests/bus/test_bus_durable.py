@@ -5,6 +5,7 @@ died, and two workers sharing one consumer. Each test has its own streams, bucke
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -24,6 +25,7 @@ from interaction_worker import InteractionWorker, Sandbox, ToolContext
 from interaction_worker.client import InteractionClient
 from interaction_worker.config import DurableSettings, IdempotencySettings
 from interaction_worker.errors import McpDenied, ServeError
+from interaction_worker.ledger import Record, fingerprint
 from interaction_worker.subscribers import DurableBinding
 
 pytest_plugins = ["bus_fixtures"]
@@ -715,3 +717,74 @@ async def test_a_calls_stream_without_a_leader_is_one_line_in_the_log_not_a_trac
 
 async def _logged(caplog: pytest.LogCaptureFixture, text: str) -> bool:
     return text in caplog.text
+
+
+async def test_a_delivery_past_max_deliver_that_finds_a_live_claim_waits_for_its_outcome(
+    durable: Durable, nats_client: Client
+) -> None:
+    """Another worker holds the call, alive (it renews its lease), and records its outcome late:
+    the server's last delivery is answered with that outcome, never `unknown` (docs/wire.md 7)."""
+    await durable.serve(durable.settings(max_deliver=1))
+    js = nats_client.jetstream()
+    kv = await js.key_value(f"ledger_{durable.tag}")
+    what = {"tool": "work", "arguments": {}}
+
+    def claim(state: str, **fields: Any) -> bytes:
+        return Record(
+            state=state,  # type: ignore[arg-type]
+            fingerprint=fingerprint(what),
+            worker="alive:2",
+            at=time.time(),
+            **fields,
+        ).encode()
+
+    revision = await kv.create(
+        "tool.live-1", claim("started", lease_until=time.time() + 1)
+    )
+
+    async def renew() -> None:
+        nonlocal revision
+        while True:
+            await asyncio.sleep(0.3)
+            revision = await kv.update(
+                "tool.live-1",
+                claim("started", lease_until=time.time() + 1),
+                last=revision,
+            )
+
+    renewing = asyncio.create_task(renew())
+    inbox = nats_client.new_inbox()
+    replies = await nats_client.subscribe(inbox)
+    await js.publish(
+        f"{durable.prefix}.tool.call",
+        call("live-1"),
+        headers={"Interaction-Reply-To": inbox},
+    )
+    try:
+        # The first delivery comes back when the lease would end; the second is the server's last.
+        await eventually(lambda: _delivered(nats_client, durable, 2))
+        with pytest.raises(nats.errors.TimeoutError):
+            await replies.next_msg(timeout=0.5)
+    finally:
+        renewing.cancel()
+        await asyncio.gather(renewing, return_exceptions=True)
+    result = {
+        "callId": "live-1",
+        "source": "work",
+        "status": "success",
+        "content": "done elsewhere",
+    }
+    await kv.update(
+        "tool.live-1", claim("done", outcome={"result": result}), last=revision
+    )
+
+    assert decode(await replies.next_msg(timeout=10)) == result
+    assert durable.work.calls == {}
+    await eventually(lambda: drained(nats_client, f"CALLS_{durable.tag}"))
+
+
+async def _delivered(client: Client, durable: Durable, count: int) -> bool:
+    infos = await client.jetstream().consumers_info(f"CALLS_{durable.tag}")
+    (tool,) = [info for info in infos if info.name.endswith("-tool")]
+    delivered = tool.delivered
+    return delivered is not None and (delivered.consumer_seq or 0) >= count
