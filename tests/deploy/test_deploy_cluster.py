@@ -637,6 +637,17 @@ async def test_each_committed_user_can_do_its_job_and_nothing_else(
             await operator.nc.publish(consumer, b"{}")
             await operator.refused("Publish", consumer)
 
+            # A worker looks up an event it writes again past the duplicate window (docs/wire.md
+            # 7): the events stream's last message on the event's subject.
+            found = await worker.nc.request(
+                "$JS.API.STREAM.MSG.GET.INTERACTION_EVENTS",
+                json.dumps({"last_by_subj": "interaction.tool.result.perm-1"}).encode(),
+                timeout=5,
+            )
+            assert json.loads(found.data)["message"]["subject"] == (
+                "interaction.tool.result.perm-1"
+            )
+
             # A worker may neither remove the streams it uses nor read the replies it sent.
             await worker.nc.publish("$JS.API.STREAM.DELETE.INTERACTION_CALLS", b"")
             await worker.refused("Publish", "$JS.API.STREAM.DELETE.INTERACTION_CALLS")
