@@ -118,3 +118,16 @@ async def test_a_late_retry_skips_an_event_the_stream_holds_already(
         f"{name}.result.c-1": 1,
         f"{name}.observation.c-1": 1,
     }
+
+
+async def test_past_fifty_batches_in_flight_a_call_s_events_go_one_at_a_time(
+    client: Client,
+) -> None:
+    name = await stream(client, atomic=True)
+    events_writer = await writer(client, name, atomic=True)
+    events_writer.batches_in_flight = 50  # the server's bound per stream
+
+    await events_writer.write(events(name, "c-1"))
+
+    assert await stored(client, name) == 2
+    assert events_writer.peak_batches == 0

@@ -13,7 +13,10 @@ message on the event's subject, and skips the event when that message carries it
 With `atomic`, a call's events on one stream go in one atomic batch (`Nats-Batch-Id`, one
 acknowledgement for the batch): the stream must allow it (`allow_atomic`). A batch the stream
 refuses as a duplicate (10201: it holds one of its ids), as too many in flight (10210), or because
-atomic publish is off (10174, and from then on every batch) is written again one event at a time.
+atomic publish is off (10174, and from then on every batch) is written again one event at a time; so
+is a call's events while 50 batches of this writer are in flight (the server's bound per stream).
+Measured against one event at a time it costs more (docs/benchmarks.md), so durable mode leaves it
+off.
 """
 
 import base64
@@ -32,6 +35,8 @@ from .wire_publish import header_block
 _BATCH_DUPLICATE = 10201
 _BATCH_IN_FLIGHT = 10210
 _ATOMIC_DISABLED = 10174
+# The server holds at most 50 atomic batches in flight per stream; past that, one event at a time.
+_MAX_BATCHES_IN_FLIGHT = 50
 # The stream has no message on the subject.
 _NO_MESSAGE = 10037
 _MSG_ID = "Nats-Msg-Id"
@@ -95,7 +100,11 @@ class JetStreamEvents:
             events = kept
         if not events:
             return
-        if self.atomic and len(events) > 1:
+        if (
+            self.atomic
+            and len(events) > 1
+            and self.batches_in_flight < _MAX_BATCHES_IN_FLIGHT
+        ):
             if await self._batched(events):
                 return
         try:
