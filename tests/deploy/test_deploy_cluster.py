@@ -1004,12 +1004,13 @@ async def run_phase(
             proc.wait(timeout=10)
             killed["victim"] = f"worker {proc.pid}"
         else:
-            leaders = {
-                name: detail["cluster"]["leader"]
-                for name, detail in (await cluster.streams()).items()
-            }
-            killed["victim"] = leaders[phase]
-            cluster.kill(cluster.node(leaders[phase]))
+            leader = None
+            while leader is None:  # a stream that has just elected may not say yet
+                detail = (await cluster.streams()).get(phase, {})
+                leader = detail.get("cluster", {}).get("leader")
+                await asyncio.sleep(0 if leader else 0.1)
+            killed["victim"] = leader
+            cluster.kill(cluster.node(leader))
         killed.update(at=time.monotonic(), answered=answered)
 
     with anyio.fail_after(PHASE_BOUND):
