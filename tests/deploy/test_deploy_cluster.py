@@ -125,13 +125,21 @@ class Cluster:
         server.process.send_signal(signal.SIGKILL)
         server.process.wait(timeout=10)
 
-    def restart(self, factory: NatsServerFactory, name: str) -> None:
-        """Start the killed node `name` again: on its port and store, from the same files."""
+    async def restart(self, factory: NatsServerFactory, name: str) -> None:
+        """Start the killed node `name` again: on its store, from the same files, and on its
+        port unless another process took it meanwhile (a shared machine): then on a free one,
+        which the clients learn from the other nodes."""
         index = int(name.rsplit("-", 1)[1]) - 1
         old = self.servers[index]
-        self.servers[index] = factory(
-            *self.start_args[index], "-p", str(old.port), workdir=old.workdir
-        )
+        for _ in range(5):
+            try:
+                self.servers[index] = factory(
+                    *self.start_args[index], "-p", str(old.port), workdir=old.workdir
+                )
+                return
+            except RuntimeError:  # "address already in use"
+                await asyncio.sleep(0.5)
+        self.servers[index] = factory(*self.start_args[index], workdir=old.workdir)
 
     async def streams(self) -> dict[str, dict[str, Any]]:
         """Each stream's details (config, leader, replicas), as a live node reports them."""
@@ -1022,7 +1030,7 @@ async def run_phase(
         workers.start(cluster.servers[0])
         await workers.until_ready()
     else:
-        cluster.restart(factory, killed["victim"])
+        await cluster.restart(factory, killed["victim"])
         await until_formed(cluster)
     after_kill = sorted(t - killed["at"] for t in answered_at if t > killed["at"])
     gaps = [b - a for a, b in zip(after_kill, after_kill[1:], strict=False)]
