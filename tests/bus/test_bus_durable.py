@@ -580,6 +580,8 @@ async def test_an_invoke_refused_for_its_credentials_is_answered_at_once_not_del
 
     assert result["error"]["code"] == "MCP_UNAUTHORIZED"
     assert docs.calls == 1  # max_deliver 3: not delivered again
+
+
 @pytest.mark.parametrize(
     ("stream", "body", "subjects"),
     [
