@@ -40,7 +40,6 @@ class WaitingWrites:
     """The writes of one process waiting to be retried.
 
     Args:
-        what: how the log names them.
         every: seconds between two warnings while writes wait.
     """
 
@@ -90,9 +89,11 @@ class WaitingWrites:
         now = self.clock()
         if self._warned is not None and now - self._warned >= self.every:
             self._warned = now
+            count = len(self._waiting)
             self.logger.warning(
-                "%d writes waiting to be retried, the oldest for %.1f s (%s)",
-                len(self._waiting),
+                "%d %s waiting to be retried, the oldest for %.1f s (%s)",
+                count,
+                "write" if count == 1 else "writes",
                 self.oldest(),
                 self._reason,
             )
@@ -110,8 +111,9 @@ class WaitingWrites:
             return
         dropped, self._dropped = self._dropped, 0
         self.logger.warning(
-            "%d writes waited up to %.1f s to be retried (%s); %s",
+            "%d %s up to %.1f s to be retried (%s); %s",
             self._waited,
+            "write waited" if self._waited == 1 else "writes waited",
             self.clock() - began,
             self._reason,
             f"{dropped} left unstored as the worker stops" if dropped else "all stored",
