@@ -4,8 +4,10 @@
 (`MAX_ID_LENGTH`), then classes, then functions, rather than httpx's case-folded order.
 """
 
+import ast
 import re
 import types
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +118,18 @@ def test_every_public_attribute_is_exported(package: types.ModuleType) -> None:
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
     assert sorted(public - set(package.__all__)) == []
+
+
+def test_each_public_class_name_names_one_class_in_the_package() -> None:
+    """A name that means two classes (two `Deliveries`, two `ToolOutcome`) makes a reader, an
+    import and a traceback ambiguous: each public class is defined once across the package."""
+    source = Path(interaction_worker.__file__).parent
+    where: dict[str, list[str]] = {}
+    for path in sorted(source.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where.setdefault(node.name, []).append(
+                    path.relative_to(source).as_posix()
+                )
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}

@@ -17,7 +17,7 @@ from interaction_worker import (
     ToolContext,
     ToolRegistry,
 )
-from interaction_worker.contracts import ToolOutcome
+from interaction_worker.contracts import ToolReturn
 from interaction_worker.errors import (
     InvalidInput,
     InvalidResult,
@@ -648,7 +648,7 @@ async def test_validate_then_execute_with_the_same_arguments() -> None:
             id="empty-content-counts",
         ),
         pytest.param(
-            ToolOutcome(status="success", structured_content={"found": True}),
+            ToolReturn(status="success", structured_content={"found": True}),
             {
                 "callId": "call-1",
                 "source": "lookup",
@@ -753,7 +753,7 @@ async def test_call_result(outcome: Any, expected: dict[str, Any]) -> None:
             id="success-metadata-only",
         ),
         pytest.param(
-            ToolOutcome(status="success"),
+            ToolReturn(status="success"),
             "Successful external result has no content",
             id="model-success-empty",
         ),
@@ -833,12 +833,12 @@ async def test_call_result(outcome: Any, expected: dict[str, Any]) -> None:
             id="nan-content",
         ),
         pytest.param(
-            ToolOutcome(status="success", content=math.nan),
+            ToolReturn(status="success", content=math.nan),
             "content must be JSON-serializable",
             id="model-nan-content",
         ),
         pytest.param(
-            ToolOutcome(status="success", structured_content={"x": [math.inf]}),
+            ToolReturn(status="success", structured_content={"x": [math.inf]}),
             "structuredContent.x.0 must be JSON-serializable",
             id="model-infinite-structured-content",
         ),

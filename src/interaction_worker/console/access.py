@@ -19,15 +19,11 @@ import hmac
 from pathlib import Path
 
 from ..embedded.data_dir import load_or_create_token
-from ..monitoring.http import is_loopback
+from ..monitoring.http import RemoteNotAllowed, is_loopback
 
 TOKEN_FILE = "console-token"
 COOKIE = "interaction_console"
 _COOKIE_PURPOSE = b"interaction-worker console cookie v1"
-
-
-class RemoteNotAllowed(Exception):
-    """A non-loopback address without `--allow-remote`."""
 
 
 def check_listen(host: str, *, allow_remote: bool) -> None:

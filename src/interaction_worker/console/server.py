@@ -6,7 +6,14 @@ import socket
 
 import uvicorn
 
-from ..monitoring.http import CannotListen, LoopServer, listen, serving, url_of
+from ..monitoring.http import (
+    CannotListen,
+    ListenError,
+    LoopServer,
+    listen,
+    serving,
+    url_of,
+)
 from .access import Access
 from .app import console_app
 from .bus import BusFeed, Connector, FeedOptions
@@ -14,10 +21,6 @@ from .hub import DEFAULT_QUEUE_SIZE, Hub
 
 # Long enough for a proxy not to time the stream out, short enough to notice a gone page soon.
 PING_INTERVAL = 15.0
-
-
-class ListenError(Exception):
-    """The console cannot listen on the address asked for."""
 
 
 class _Server(LoopServer):

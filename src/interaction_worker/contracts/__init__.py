@@ -44,7 +44,7 @@ from .common import (
     ToolCall,
     ToolDefinition,
     ToolEffect,
-    ToolOutcome,
+    ToolReturn,
 )
 from .mcp import (
     McpCapability,
@@ -101,7 +101,7 @@ __all__ = [
     "ToolEffect",
     "ToolList",
     "ToolListRequest",
-    "ToolOutcome",
+    "ToolReturn",
     "identifier",
     "is_safe_message",
     "js_trim",

@@ -88,7 +88,7 @@ class ToolDefinition(WireModel):
     requires_approval: bool | None = None
 
 
-class ToolOutcome(WireModel):
+class ToolReturn(WireModel):
     """What a tool's `execute` returns: an ExternalResult without `callId` and `source`."""
 
     status: ResultStatus

@@ -2,8 +2,8 @@
 server that any MCP host can use, over stdio or streamable HTTP. A client of the bus: it runs no tool
 itself and holds no sandbox; the workers' sandboxes decide."""
 
+from ..monitoring.http import ListenError, RemoteNotAllowed
 from .access import (
-    RemoteNotAllowed,
     check_remote,
     gateway_token,
     gateway_token_path,
@@ -13,7 +13,7 @@ from .catalog import Listing, Route, ToolCatalog
 from .link import BusLink, BusUnreachable
 from .outcome import call_result, tool_error
 from .server import Gateway, GatewayOptions
-from .serving import HttpOptions, ListenError, check_tls, serve_http, serve_stdio
+from .serving import HttpOptions, check_tls, serve_http, serve_stdio
 
 __all__ = [
     "BusLink",

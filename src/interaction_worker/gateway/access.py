@@ -17,17 +17,13 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..embedded.data_dir import load_or_create_token
-from ..monitoring.http import is_loopback
+from ..monitoring.http import RemoteNotAllowed, is_loopback
 
 TOKEN_FILE = "gateway-token"
 # The names a client on this machine reaches a loopback server by. The SDK's settings match a
 # name exactly or with any port (`NAME:*`); they have no pattern for all of 127/8 or *.localhost.
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 _REALM = 'Bearer realm="interaction-worker"'
-
-
-class RemoteNotAllowed(Exception):
-    """What the HTTP options ask for is not allowed: one line naming the option."""
 
 
 def gateway_token_path(data_dir: Path) -> Path:

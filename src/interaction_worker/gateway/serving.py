@@ -20,15 +20,18 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from ..monitoring.http import CannotListen, LoopServer, listen, serving, url_of
+from ..monitoring.http import (
+    CannotListen,
+    ListenError,
+    LoopServer,
+    listen,
+    serving,
+    url_of,
+)
 from .access import BearerGate, transport_security
 from .server import Gateway
 
 MCP_PATH = "/mcp"
-
-
-class ListenError(Exception):
-    """The gateway cannot serve on the address asked for: one line."""
 
 
 @dataclass(frozen=True)

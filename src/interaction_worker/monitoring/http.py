@@ -30,6 +30,16 @@ class CannotListen(Exception):
     """The address cannot be listened on: `cannot listen on HOST:PORT: reason`."""
 
 
+class ListenError(Exception):
+    """A server of the package (the console, the gateway) cannot serve on the address asked for, or
+    with the certificate given: one line saying why."""
+
+
+class RemoteNotAllowed(Exception):
+    """A server's options ask for what is not allowed: a non-loopback address without
+    `--allow-remote`, or remote use without what it needs; one line naming the option."""
+
+
 class LoopServer(uvicorn.Server):
     """uvicorn's server without its own signal handling (the process's owner stops it), with an
     event set once it listens."""

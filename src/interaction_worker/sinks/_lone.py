@@ -9,7 +9,7 @@ from ..errors import InvalidResult
 from ..nodes import DeliveryContext, OutputSink, output_receipt
 from ._receipts import timed_out
 from ._sinks import (
-    Deliveries,
+    DeliveryCounts,
     close_sink,
     deliver_within,
     sink_name,
@@ -28,7 +28,7 @@ class LoneSink:
         self.sink = sink
         self.name = sink_name(sink, 0)
         self.timeout = sink_timeout(sink)
-        self.deliveries = Deliveries()
+        self.deliveries = DeliveryCounts()
 
     async def deliver(self, request: OutputRequest, context: DeliveryContext) -> Any:
         status = "unknown"  # unless the sink answers a valid receipt in time
@@ -57,7 +57,7 @@ def bounded(sink: OutputSink) -> OutputSink:
     return sink if isinstance(sink, FanoutSink | LoneSink) else LoneSink(sink)
 
 
-def delivery_counts(sink: object) -> Deliveries | None:
+def delivery_counts(sink: object) -> DeliveryCounts | None:
     """The deliveries counted by the worker's sink: a fan-out's, or a lone sink's held to its
     timeout (as `app` builds them); None for a sink given in code and served as it is."""
     if isinstance(sink, FanoutSink | LoneSink):

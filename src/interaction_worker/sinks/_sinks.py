@@ -12,8 +12,8 @@ from ..nodes import DeliveryContext, OutputSink
 from ._receipts import DEFAULT_TIMEOUT, check_timeout
 
 
-class Deliveries:
-    """Deliveries by sink name and by the status that sink answered (`accepted`, `rejected`,
+class DeliveryCounts:
+    """Deliveries counted by sink name and by the status that sink answered (`accepted`, `rejected`,
     `unknown`: a timeout, an exception, an invalid receipt, a shutdown), as its receipt would say.
 
     Counted by the sink that holds the others to their timeouts (a fan-out, or the lone sink's

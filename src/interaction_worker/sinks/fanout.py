@@ -19,7 +19,7 @@ from ..nodes import (
 )
 from ._receipts import Receipt, check_name, timed_out
 from ._sinks import (
-    Deliveries,
+    DeliveryCounts,
     close_sink,
     deliver_within,
     sink_name,
@@ -99,7 +99,7 @@ class FanoutSink:
         # What a fan-out holding this one waits: a little past its slowest sink, so that sink's
         # own timeout (and this receipt's per-sink metadata) comes first.
         self.timeout = max(self.timeouts) + _MARGIN
-        self.deliveries = Deliveries()
+        self.deliveries = DeliveryCounts()
 
     async def deliver(
         self, request: OutputRequest, context: DeliveryContext

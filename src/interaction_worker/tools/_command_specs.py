@@ -48,7 +48,7 @@ def _literal(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class CommandSpec:
+class ReadOnlyCommandSpec:
     name: str
     description: str
     input_schema: Mapping[str, Any]
@@ -266,15 +266,15 @@ def _spec(
     required: Sequence[str] = (),
     /,
     **properties: Any,
-) -> CommandSpec:
-    return CommandSpec(name, description, _schema(properties, required), build)
+) -> ReadOnlyCommandSpec:
+    return ReadOnlyCommandSpec(name, description, _schema(properties, required), build)
 
 
 # One row per tool: name, description, argv builder, required keys, then the schema's properties.
 # The descriptions are the reference's; each property also says what it means, its default and its
 # limits, for the agent and for `interaction-worker tools` (docs/tools.md).
 # fmt: off
-SPECS: tuple[CommandSpec, ...] = (
+SPECS: tuple[ReadOnlyCommandSpec, ...] = (
     _spec("grep", "Search text in workspace files", _grep, ("pattern", "paths"),
           pattern=_string("What to search for, one line: a basic regular expression (as grep "
                           "reads it by default), or exact text with fixedStrings"),

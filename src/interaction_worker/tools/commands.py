@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import ConfigurationError
 from ..nodes import CommandResult, ToolContext, ToolRegistry
 from ._bounded import bounded
-from ._command_specs import SPECS, CommandSpec
+from ._command_specs import SPECS, ReadOnlyCommandSpec
 
 READ_ONLY_COMMANDS: tuple[str, ...] = tuple(spec.name for spec in SPECS)
 
@@ -60,7 +60,7 @@ class ReadOnlyCommandTool:
     idempotent = True
     bounds_own_time = True  # the executor's timeout ends every run (COMMAND_TIMEOUT)
 
-    def __init__(self, spec: CommandSpec, limits: CommandLimits) -> None:
+    def __init__(self, spec: ReadOnlyCommandSpec, limits: CommandLimits) -> None:
         self.name = spec.name
         self.description = spec.description
         self.input_schema: Mapping[str, Any] = spec.input_schema
