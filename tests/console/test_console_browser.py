@@ -143,7 +143,9 @@ def test_the_page_shows_calls_dead_letters_fan_out_and_comes_back_after_restarts
 
             # A call from the form: its result and its observation, under its key. The form
             # offers the worker's first tool, read_text, with its required argument.
-            page.wait_for_function("document.getElementById('call-name').value !== ''")
+            page.wait_for_function(
+                "() => document.getElementById('call-name').value !== ''"
+            )
             assert page.input_value("#call-name") == "read_text"
             assert page.input_value("#call-arguments") == '{"path":""}'
             page.fill("#call-arguments", '{"path": "README.md"}')
@@ -256,7 +258,9 @@ def test_the_form_offers_the_tools_the_worker_serves_and_no_other(
             page = browser.new_page()
             page.set_default_timeout(15_000)
             page.goto(url)
-            page.wait_for_function("document.getElementById('call-name').value !== ''")
+            page.wait_for_function(
+                "() => document.getElementById('call-name').value !== ''"
+            )
             offered = page.eval_on_selector_all(
                 "#tool-names option", "options => options.map(o => o.value)"
             )

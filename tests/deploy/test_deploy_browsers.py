@@ -505,7 +505,7 @@ def test_a_page_that_sends_a_call_or_reads_dead_letters_or_results_is_refused(
                "interaction.tool.call", new TextEncoder().encode(JSON.stringify(call)))""",
         call,
     )
-    page.wait_for_function("document.querySelectorAll('#errors li').length >= 3")
+    page.wait_for_function("() => document.querySelectorAll('#errors li').length >= 3")
     refused = page.eval_on_selector_all(
         "#errors li",
         "rows => rows.map(row => [row.dataset.operation, row.dataset.subject])",
@@ -662,7 +662,7 @@ def test_a_page_stays_up_across_a_restart_of_its_server(deployment: Deployment) 
     node = cluster.servers[0]
     node.process.send_signal(signal.SIGKILL)
     node.process.wait(timeout=10)
-    page.wait_for_function("window.states.includes('reconnecting')")
+    page.wait_for_function("() => window.states.includes('reconnecting')")
     away = deployment.deliver_until_accepted("while-away")
     cluster.servers[0] = factory(
         *cluster.start_args[0], workdir=deployment.root / "nats-1"
