@@ -113,3 +113,21 @@ def test_only_the_tracing_modules_import_opentelemetry(path: Path) -> None:
         line for line, target in imports_of(path) if target == "library:opentelemetry"
     ]
     assert imports == [], f"{relative} imports opentelemetry (lines {imports})"
+
+
+# The command protocol's own modules: its package and its request family on the bus.
+COMMAND_PROTOCOL = {"commands", "subscribers/requests/command.py"}
+
+
+def test_only_the_command_protocol_is_named_for_commands() -> None:
+    """`Command` names the command protocol (docs/commands.md) alone: the 14 read-only commands'
+    modules are named for what they are (`tools/read_only.py`), so a reader looking for the protocol
+    finds only its modules."""
+    elsewhere = [
+        relative.as_posix()
+        for path in modules()
+        if "command" in path.stem
+        and (relative := path.relative_to(PACKAGE)).parts[0] not in COMMAND_PROTOCOL
+        and relative.as_posix() not in COMMAND_PROTOCOL
+    ]
+    assert elsewhere == []

@@ -2,7 +2,7 @@
 
 from ._executor import SubprocessExecutor
 from .brave import BraveSearch
-from .commands import (
+from .read_only import (
     READ_ONLY_COMMANDS,
     CommandLimits,
     ReadOnlyCommandTool,

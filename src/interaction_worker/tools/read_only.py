@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import ConfigurationError
 from ..nodes import CommandResult, ToolContext, ToolRegistry
 from ._bounded import bounded
-from ._command_specs import SPECS, ReadOnlyCommandSpec
+from ._read_only_specs import SPECS, ReadOnlyCommandSpec
 
 READ_ONLY_COMMANDS: tuple[str, ...] = tuple(spec.name for spec in SPECS)
 
