@@ -1,4 +1,4 @@
-"""Serving a worker: the connection (embedded server or URL), the binding, discovery (wire.md 9),
+"""Serving a worker: the server (embedded, or at a URL), the binding, discovery (wire.md 9),
 metrics and health when asked (docs/configuration.md, "Metrics and health"), signals and shutdown."""
 
 import asyncio
@@ -8,135 +8,36 @@ import logging
 import os
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import TYPE_CHECKING
 
-import nats
-from nats.aio.client import Client
-from nats.errors import SlowConsumerError
-
-from . import event_loop
-from .config import (
-    DurableSettings,
-    IdempotencySettings,
-    format_duration,
-    listen_address,
+from .. import event_loop
+from ..config import format_duration, listen_address
+from ..config.values import Rule
+from ..embedded import UI_USER, EmbeddedNatsServer, ui_token_path
+from ..errors import McpClientError, ServeError
+from ..nodes.protected import PROCESS_FILES
+from ..subscribers import SERVICE_NAME, Discovery, DurableBinding, NatsBinding
+from ..tools import check_command_limits
+from ..tracing import TracerProvider, tracer_provider_from_environment
+from ..worker import InteractionWorker
+from .connection import (
+    ConnectionStats,
+    close,
+    connect_unless_stopped,
+    with_connect_options,
 )
-from .config.values import Rule
-from .embedded import (
-    UI_USER,
-    BrowserAccess,
-    EmbeddedNatsServer,
-    WebSocketListener,
-    ui_token_path,
-)
-from .errors import McpClientError, ServeError
-from .nodes.protected import PROCESS_FILES
-from .subscribers import SERVICE_NAME, Discovery, DurableBinding, NatsBinding
-from .tools import check_command_limits
-from .tracing import (
-    TracerProvider,
-    tracer_provider_from_environment,
-)
-from .worker import InteractionWorker
+from .options import ServeOptions
 
 if (
     TYPE_CHECKING
 ):  # imported when metrics are on only (see `_monitor`): for the type checker here
-    from .monitoring import Monitor
+    from ..monitoring import Monitor
 
 _LOGGER = logging.getLogger("interaction_worker")
 # See `run`. Measured in-process, 256 calls of a tool sleeping 5 ms in flight: 105 collections per
 # 20,000 calls (5.2 us of CPU a call) with Python's thresholds, 89 (3.0 us) after gc.freeze(), none
 # with this threshold as well.
 GC_THRESHOLD = 20_000
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """How to connect and serve; `url=None` starts the embedded server in `data_dir`."""
-
-    url: str | None = None
-    name: str = "interaction-worker"
-    prefix: str = "interaction"
-    queue: str | None = None
-    reply_prefixes: tuple[str, ...] = ("_INBOX.",)
-    # `subjects.account_inboxes` (docs/operations.md, "Permissions").
-    account_inboxes: bool = False
-    data_dir: Path = Path(".interaction")
-    port: int | None = None
-    tool_timeout: float | None = 60.0
-    max_pending: int = 1000
-    shutdown_grace: float = 15.0
-    connect_timeout: float = 10.0
-    connect_options: dict[str, Any] = field(default_factory=dict)
-    # The ledger (wire.md 8) and durable mode (wire.md 7), when enabled.
-    idempotency: IdempotencySettings | None = None
-    durable: DurableSettings | None = None
-    # `metrics.listen`: HOST:PORT for /metrics, /healthz and /readyz; None: not served.
-    metrics_listen: str | None = None
-    # `tracing.enabled` (docs/tracing.md): spans, exported as the OTEL_* variables say.
-    tracing: bool = False
-    # The embedded server's WebSocket listener (`nats.websocket`) and what its `ui` user may read.
-    websocket: WebSocketListener | None = None
-    browsers: BrowserAccess = field(default_factory=BrowserAccess)
-
-
-@dataclass
-class ConnectionStats:
-    slow_consumers: int = 0
-    disconnects: int = 0
-    closing: bool = False  # our own drain disconnects too: not worth a warning
-    connected: bool = False
-    # Before the first connection, failed attempts are only remembered: the start either succeeds
-    # or fails with one line that names the last of them.
-    first_error: Exception | None = None
-
-
-async def connect(url: str, options: ServeOptions, stats: ConnectionStats) -> Client:
-    """Connect, bounded: nats-py retries the first connect until its attempts run out."""
-
-    async def error_cb(error: Exception) -> None:
-        if isinstance(error, SlowConsumerError):
-            stats.slow_consumers += 1
-            _LOGGER.warning(
-                "slow consumer on %s: the client dropped a message", error.subject
-            )
-        elif not stats.connected:
-            stats.first_error = stats.first_error or error
-            _LOGGER.debug("NATS connection attempt failed: %s", type(error).__name__)
-        else:
-            _LOGGER.warning("NATS connection error: %s", type(error).__name__)
-
-    async def disconnected_cb() -> None:
-        if stats.closing:
-            return
-        stats.disconnects += 1
-        _LOGGER.warning("disconnected from NATS; reconnecting")
-
-    async def reconnected_cb() -> None:
-        _LOGGER.info("reconnected to NATS")
-
-    async with asyncio.timeout(options.connect_timeout):
-        client = await nats.connect(
-            url,
-            name=options.name,
-            error_cb=error_cb,
-            disconnected_cb=disconnected_cb,
-            reconnected_cb=reconnected_cb,
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=1,
-            connect_timeout=2,
-            # Every subject this connection publishes on is checked before: configured prefixes and
-            # sink subjects at start-up, keys by construction, Interaction-Reply-To per message, and
-            # reply subjects come from the server. nats-py's own check (a regex per publish) is skipped.
-            skip_subject_validation=True,
-            **options.connect_options,
-        )
-    stats.connected = True
-    return client
 
 
 async def serve(
@@ -223,13 +124,13 @@ async def serve(
                     UI_USER,
                     ui_token_path(options.data_dir),
                 )
-        client = await _connect_unless_stopped(
-            url, _with(options, connect_options), stats, stop
+        client = await connect_unless_stopped(
+            url, with_connect_options(options, connect_options), stats, stop
         )
         if client is None:
             _LOGGER.info("stopped while connecting")
             return stats
-        stack.push_async_callback(_close, client, stats)
+        stack.push_async_callback(close, client, stats)
         if monitor is not None:
             monitor.state.client = client
         # Now that the server's max_payload is known, before anything subscribes (wire.md 1).
@@ -347,7 +248,7 @@ async def _monitor(worker: InteractionWorker, listen: str) -> tuple["Monitor", s
     """
     # Imported here, only when metrics are on: Starlette, uvicorn and prometheus_client take
     # about 0.3 s to import, which every other command of the CLI would pay (monitoring/__init__).
-    from .monitoring import Monitor, ServiceState
+    from ..monitoring import Monitor, ServiceState
 
     address = listen_address(listen)
     if isinstance(address, Rule):
@@ -405,71 +306,3 @@ def run(
         ready(url)
 
     return event_loop.run(serve(worker, options, ready=serving), loop)
-
-
-def _without_credentials(url: str) -> str:
-    """The URL without user information (a `--nats-url` flag is not checked for it)."""
-    try:
-        parts = urlsplit(url)
-        if parts.username is None and parts.password is None:
-            return url
-        host = parts.hostname or ""
-        netloc = host if parts.port is None else f"{host}:{parts.port}"
-        return urlunsplit(parts._replace(netloc=netloc))
-    except ValueError:
-        return "the configured URL"
-
-
-async def _connect_unless_stopped(
-    url: str, options: ServeOptions, stats: ConnectionStats, stop: asyncio.Event
-) -> Client | None:
-    """Connect, or give up (None) as soon as `stop` is set: a signal while the server is
-    unreachable stops the worker at once instead of after `connect_timeout`.
-
-    Raises:
-        ServeError: the connection failed, in one line without credentials, not a traceback.
-    """
-    connecting = asyncio.ensure_future(connect(url, options, stats))
-    stopping = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopping.cancel()
-        if not connecting.done():
-            connecting.cancel()
-            await asyncio.wait({connecting})
-    if connecting.cancelled():
-        return None
-    try:
-        return connecting.result()
-    except Exception as error:
-        reason = (
-            f"no connection within {options.connect_timeout:g} s"
-            if isinstance(error, TimeoutError)
-            else type(error).__name__
-        )
-        if stats.first_error is not None:
-            reason += f" ({_connect_failure(stats.first_error)})"
-        raise ServeError(
-            f"cannot connect to NATS at {_without_credentials(url)}: {reason}"
-        ) from None
-
-
-def _connect_failure(error: Exception) -> str:
-    text = str(error).lower()
-    if "authorization" in text:
-        return "the server refused the credentials"
-    if isinstance(error, ConnectionRefusedError):
-        return "connection refused"
-    return type(error).__name__
-
-
-def _with(options: ServeOptions, connect_options: dict[str, Any]) -> ServeOptions:
-    return ServeOptions(**{**options.__dict__, "connect_options": connect_options})
-
-
-async def _close(client: Client, stats: ConnectionStats) -> None:
-    # On every way out, a failed start included: the drain's own disconnect is not news.
-    stats.closing = True
-    with contextlib.suppress(Exception):
-        await client.drain()
