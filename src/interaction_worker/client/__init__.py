@@ -1,13 +1,8 @@
 """The client side of the bus: `InteractionClient`, and how a client finds the worker's server."""
 
 from ..config import find_upwards
-from .interaction import (
-    ConnectionLost,
-    InteractionClient,
-    InteractionRequestError,
-    NoWorkerError,
-    ToolOutcome,
-)
+from .inbox import ConnectionLost, NoWorkerError
+from .interaction import InteractionClient, InteractionRequestError, ToolOutcome
 from .target import (
     DEFAULT_URL,
     ConnectError,

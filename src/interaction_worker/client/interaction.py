@@ -1,23 +1,14 @@
 """`InteractionClient`: the client side of the wire (docs/flows.md 1), over a connected nats-py client.
 
-Every request carries `Interaction-Reply-To: <an inbox of this client>` and its reply is read only
-there, so the client works the same against a core-mode and a durable-mode worker (wire.md 7). The
-message's own reply subject is a sibling of that inbox: a core NATS server answers it with a 503
-status when nobody serves the subject, and a JetStream stream that captured the request with its
-PubAck, which says the call was accepted and nothing more.
-
-Only the answer to the request is believed (`replies`): anything else that reaches the inbox is
-ignored. The observation of a call's result is computed here, as the worker computes its event, not
-read from the public event subject.
+Each request is a typed body on its subject and a typed answer; where its reply comes and which
+message is that reply is the `ReplyInbox`'s (`inbox`). The observation of a call's result is computed
+here, as the worker computes its event, not read from the public event subject.
 """
 
 import asyncio
 import contextlib
-import itertools
 import json
-import logging
 import os
-import secrets
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +17,6 @@ from typing import Any, NamedTuple, Self
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.errors import ConnectionClosedError
 
 from ..contracts import (
@@ -41,15 +31,13 @@ from ..contracts import (
     ToolList,
 )
 from ..nodes import EVENT_HEADERS_ROOM, observation_json
-from .replies import Matcher, matcher, matcher_of_bytes
+from .inbox import ReplyInbox
+from .replies import matcher, matcher_of_bytes
 from .target import connect as connect_target
 from .target import find_project, resolve_target
 
 DEFAULT_TIMEOUT = 75.0
 DEFAULT_INBOX_PREFIX = "_INBOX"
-_ACK = "ack"  # the last token of the publish's own reply subject
-_LOGGER = logging.getLogger("interaction_worker")
-_SHOWN_ID = 128  # characters of an id a message shows
 
 
 class InteractionRequestError(Exception):
@@ -71,15 +59,6 @@ class InteractionRequestError(Exception):
         self.status = status
         self.reason = reason
         self.path = path
-
-
-class NoWorkerError(Exception):
-    """No worker serves the subject (the server answered the request with 503)."""
-
-
-class ConnectionLost(Exception):
-    """The connection to NATS closed while a request waited for its reply:
-    that answer can no longer arrive. The message says what was waited for."""
 
 
 class ToolOutcome(NamedTuple):
@@ -112,14 +91,8 @@ class InteractionClient:
         self.nc = nc
         self.prefix = prefix
         self.timeout = timeout
-        self._inbox = f"{inbox_prefix}.{uuid.uuid4().hex}"
-        self._tokens = itertools.count(1)
-        self._waiting: dict[str, _Waiting] = {}
-        # What the answer to each request waiting must carry (None: it carries no id).
-        self._expected: dict[str, Matcher | None] = {}
-        self._subscription: Subscription | None = None
+        self._replies = ReplyInbox(nc, inbox_prefix)
         self._owns_connection = False
-        self._lost = False
 
     @classmethod
     async def connect(
@@ -168,29 +141,13 @@ class InteractionClient:
         A client made by `connect` calls it itself when its connection goes; on a connection of
         your own, call it from the connection's `disconnected_cb` (or `closed_cb` when it
         reconnects), or a request waits out its `timeout` for a reply that cannot come."""
-        self._lost = True
-        waiting, self._waiting = self._waiting, {}
-        for entry in waiting.values():
-            if not entry.future.done():
-                entry.future.set_exception(
-                    ConnectionLost(
-                        "connection to NATS lost while waiting for "
-                        + entry.what(self.prefix)
-                    )
-                )
+        self._replies.connection_lost(self.prefix)
 
     async def close(self) -> None:
         """Stop listening for replies; a connection made by `connect` is closed too."""
-        for entry in self._waiting.values():
-            entry.future.cancel()
-        self._waiting.clear()
-        self._expected.clear()
-        # A connection that is closing refuses these too: there is nothing left to undo then.
+        await self._replies.close()
+        # A connection that is closing refuses this too: there is nothing left to undo then.
         with contextlib.suppress(ConnectionClosedError):
-            if self._subscription is not None:
-                subscription, self._subscription = self._subscription, None
-                if not self.nc.is_closed:
-                    await subscription.unsubscribe()
             if self._owns_connection and not self.nc.is_closed:
                 await self.nc.close()
 
@@ -323,7 +280,8 @@ class InteractionClient:
         body: Mapping[str, Any],
         headers: Mapping[str, str] | None = None,
     ) -> Msg:
-        reply = await self._send(
+        reply = await self._replies.send(
+            self.prefix,
             subject,
             json.dumps(body, ensure_ascii=False).encode(),
             headers,
@@ -346,127 +304,9 @@ class InteractionClient:
         Raises:
             NoWorkerError: no worker serves the subject.
         """
-        return await self._send(subject, data, headers, matcher_of_bytes(subject, data))
-
-    async def _send(
-        self,
-        subject: str,
-        data: bytes,
-        headers: Mapping[str, str] | None,
-        expected: Matcher | None,
-    ) -> Msg:
-        self._check_connected(subject, data)
-        try:
-            await self._listen()
-        except ConnectionClosedError:
-            self._check_connected(subject, data)
-            raise
-        # Unpredictable, so that an inbox seen once (in a dead letter, say) tells nobody where the
-        # client's next replies will come.
-        token = f"{next(self._tokens)}{secrets.token_hex(8)}"
-        inbox = f"{self._inbox}.{token}"
-        future: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = _Waiting(future, subject, data)
-        self._expected[token] = expected
-        full_subject = f"{self.prefix}.{subject}"
-        try:
-            try:
-                await self.nc.publish(
-                    full_subject,
-                    data,
-                    reply=f"{inbox}.{_ACK}",
-                    headers={**(headers or {}), "Interaction-Reply-To": inbox},
-                )
-            except ConnectionClosedError:
-                self._check_connected(subject, data)
-                raise
-            reply = await future
-        finally:
-            self._waiting.pop(token, None)
-            self._expected.pop(token, None)
-        if reply.headers is not None and reply.headers.get("Status") == "503":
-            raise NoWorkerError(f"no worker is serving {full_subject}")
-        return reply
-
-    async def _listen(self) -> None:
-        if self._subscription is None:
-            self._subscription = await self.nc.subscribe(
-                f"{self._inbox}.>", cb=self._on_reply
-            )
-
-    def _check_connected(self, subject: str, body: Mapping[str, Any] | bytes) -> None:
-        """`ConnectionLost` naming the request, rather than nats-py's `ConnectionClosedError`."""
-        if self._lost or self.nc.is_closed:
-            what = _named(subject, body) or f"the request on {self.prefix}.{subject}"
-            raise ConnectionLost(f"connection to NATS lost before {what} was sent")
-
-    async def _on_reply(self, msg: Msg) -> None:
-        token, _, last = msg.subject[len(self._inbox) + 1 :].partition(".")
-        entry = self._waiting.get(token)
-        if entry is None or entry.future.done():
-            return
-        future = entry.future
-        if last == _ACK:
-            # The server's "no responders", or a stream's PubAck: only the first ends the wait.
-            if msg.headers is not None and msg.headers.get("Status") == "503":
-                future.set_result(msg)
-            return
-        if last or not self._answers(token, msg):
-            _LOGGER.debug(
-                "ignoring a message on %s: not the answer to its request", msg.subject
-            )
-            return
-        future.set_result(msg)
-
-    def _answers(self, token: str, msg: Msg) -> bool:
-        """Whether `msg`, on the inbox of the request `token`, is that request's answer: an error
-        reply, or a reply that carries the request's id (`replies`)."""
-        if msg.headers is not None and "Nats-Service-Error" in msg.headers:
-            return True
-        expected = self._expected.get(token)
-        if expected is None:
-            return True
-        try:
-            reply = json.loads(msg.data)
-        except ValueError:
-            return False
-        return expected(reply)
-
-
-class _Waiting(NamedTuple):
-    """A request waiting for its reply, and what it is, for a message if the connection goes:
-    worked out only then, from the body."""
-
-    future: asyncio.Future[Msg]
-    subject: str
-    body: Mapping[str, Any] | bytes
-
-    def what(self, prefix: str) -> str:
-        """`the reply to call ID`, `the reply to delivery ID`, or `the reply to the request on
-        PREFIX.SUBJECT`."""
-        named = (
-            _named(self.subject, self.body) or f"the request on {prefix}.{self.subject}"
+        return await self._replies.send(
+            self.prefix, subject, data, headers, matcher_of_bytes(subject, data)
         )
-        return f"the reply to {named}"
-
-
-def _named(subject: str, body: Mapping[str, Any] | bytes) -> str | None:
-    """`call ID` for a tool call or an MCP invoke, `delivery ID` for a delivery."""
-    if isinstance(body, bytes):
-        try:
-            body = json.loads(body)
-        except ValueError:
-            return None
-        if not isinstance(body, Mapping):
-            return None
-    if subject == "output.deliver":
-        ident, kind = body.get("deliveryId"), "delivery"
-    else:
-        call = body.get("call") if subject in ("tool.call", "mcp.call") else None
-        ident, kind = (call.get("id") if isinstance(call, Mapping) else None), "call"
-    if not isinstance(ident, str) or not ident:
-        return None
-    return f"{kind} {ident[:_SHOWN_ID]}"
 
 
 def _tool_call(
