@@ -3,13 +3,14 @@
 The public API is the table below and nothing else: one line per name, naming the module that defines
 it. Type checkers read the lines as the imports they are (`X as X` re-exports `X`); at run time none of
 them runs: `__all__`, `dir()` and the loader are read from the same lines, and a name's module is
-imported when the name is first used (PEP 562). Importing the package, which every
+imported when the name is first used (PEP 562). So importing the package, which every
 `interaction_worker.*` import does first (the pytest plugin in every test run of a project that
-installs it, each CLI command), so loads neither pydantic's models nor the bus bindings.
+installs it, each CLI command), loads neither pydantic's models nor the bus bindings.
 """
 
 import functools
 import importlib
+import re
 import typing
 
 if typing.TYPE_CHECKING:
@@ -82,26 +83,17 @@ if typing.TYPE_CHECKING:
 __all__: list[str]
 
 
+# A line of the table, as the formatter writes it; tests/test_public_api.py checks that this reads the
+# same names as a type checker does.
+_LINE = re.compile(r"^    from \.(\w+) import (\w+) as \2$", re.MULTILINE)
+
+
 @functools.cache
 def _exports() -> dict[str, str]:
-    """Each public name and the module that defines it, read from the table above."""
-    # Only when a name is first asked for: parsing costs more than the rest of the import.
-    import ast
-
-    # The file itself, as the type checkers read it (a build without sources has no table).
+    """Each public name and the module that defines it, read from the table above: when a name is
+    first asked for, from the file itself (a build without sources would have no table)."""
     with open(__file__, encoding="utf-8") as file:
-        source = file.read()
-    exports: dict[str, str] = {}
-    for node in ast.parse(source).body:
-        if (
-            isinstance(node, ast.If)
-            and ast.unparse(node.test) == "typing.TYPE_CHECKING"
-        ):
-            for line in node.body:
-                if isinstance(line, ast.ImportFrom):
-                    for alias in line.names:
-                        exports[alias.asname or alias.name] = f".{line.module}"
-    return exports
+        return {name: f".{module}" for module, name in _LINE.findall(file.read())}
 
 
 def _attribute(name: str) -> object:
