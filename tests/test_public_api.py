@@ -4,8 +4,10 @@ read, so that none of them can name what the others do not."""
 
 import ast
 import importlib
+import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,25 @@ def test_importing_the_package_imports_none_of_its_modules() -> None:
         check=True,
     )
     assert loaded.stdout.split() == ["interaction_worker"]
+
+
+def test_the_public_names_are_served_from_a_zip_import_too(tmp_path: Path) -> None:
+    # A package imported from a zip has no file of its own to open: the table is read through it.
+    archive = tmp_path / "package.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in SOURCE.parent.rglob("*.py"):
+            zipped.write(path, path.relative_to(SOURCE.parent.parent).as_posix())
+    served = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import interaction_worker as i; print(i.__file__); print(len(i.__all__), i.ToolCall.__name__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(archive)},
+    )
+    origin, names = served.stdout.splitlines()
+    assert origin.startswith(str(archive))
+    assert names == f"{len(table())} ToolCall"

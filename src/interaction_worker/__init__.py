@@ -90,10 +90,21 @@ _LINE = re.compile(r"^    from \.(\w+) import (\w+) as \2$", re.MULTILINE)
 
 @functools.cache
 def _exports() -> dict[str, str]:
-    """Each public name and the module that defines it, read from the table above: when a name is
-    first asked for, from the file itself (a build without sources would have no table)."""
-    with open(__file__, encoding="utf-8") as file:
-        return {name: f".{module}" for module, name in _LINE.findall(file.read())}
+    """Each public name and the module that defines it, read from the table above when a name is
+    first asked for (a build without sources would have no table)."""
+    try:
+        with open(__file__, encoding="utf-8") as file:
+            source = file.read()
+    except OSError:
+        # Not a file of its own (a zip import): importlib.resources reads it there, at ~6 ms of imports.
+        import importlib.resources
+
+        source = (
+            importlib.resources.files(__name__)
+            .joinpath("__init__.py")
+            .read_text("utf-8")
+        )
+    return {name: f".{module}" for module, name in _LINE.findall(source)}
 
 
 def _attribute(name: str) -> object:
