@@ -155,3 +155,18 @@ def test_no_module_is_over_400_lines() -> None:
         and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}, "split each where it has two reasons to change"
+
+
+def test_the_worker_imports_no_transport() -> None:
+    """`InteractionWorker` is the worker without a transport: its bindings are built on the NATS
+    side (`subscribers/bindings.py`), so neither NATS client is imported by the worker's modules."""
+    paths = [path for path in modules() if part_of(path) == "worker"]
+    assert paths, "the worker's modules moved: update this test"
+    wrong = [
+        f"{path.relative_to(PACKAGE)} line {line}: {target.removeprefix('library:')}"
+        for path in paths
+        for line, target in imports_of(path)
+        if target.removeprefix("library:") in NATS_LIBRARIES
+        and target.startswith("library:")
+    ]
+    assert wrong == [], "the worker imports a transport"

@@ -6,14 +6,9 @@ raises an `InteractionWorkerError` whose code is the wire's; the bus bindings ca
 
 import asyncio
 import logging
-import os
-import socket
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
-
-from faststream.nats import NatsRouter
-from nats.aio.client import Client
+from typing import Any, TypedDict, Unpack
 
 from .commands import CommandDispatcher
 from .config import DurableSettings, IdempotencySettings
@@ -35,7 +30,7 @@ from .errors import (
     McpUnavailable,
     NotFound,
 )
-from .ledger import Ledger
+from .ledger import KeyValueStore, Ledger
 from .nodes import (
     DeliveryContext,
     McpClient,
@@ -50,21 +45,13 @@ from .nodes import (
     is_rerunnable,
     observe_request,
 )
-from .subscribers import (
-    DurableBinding,
-    JetStreamStore,
-    MessageHandler,
-    NatsBinding,
-    Subjects,
-    build_router,
-)
-from .tracing import RequestTracing, TracerProvider, request_tracing
+from .subscribers import DurableBinding, MessageHandler, NatsBinding, bindings
+from .subscribers.binding_options import BindingOptions, Tracing
+from .subscribers.bindings import NatsClient, NatsRouter
+from .subscribers.event_writer import EventWriter
+from .tracing import TracerProvider, request_tracing
 
 _LOGGER = logging.getLogger("interaction_worker.mcp")
-
-DEFAULT_MAX_PAYLOAD = (
-    1024 * 1024
-)  # nats-server's default, for the router (no connection yet)
 
 TOOL_NODE = "INTERACTION.ACT.TOOL"
 OBSERVE_NODE = "INTERACTION.OBSERVE"
@@ -96,6 +83,39 @@ def _start_failure(failures: list[BaseException]) -> BaseException:
     if len(failures) > 1 and all(isinstance(f, McpClientError) for f in failures):
         return McpUnavailable("; ".join(str(failure) for failure in failures))
     return failures[0]
+
+
+class HandlerKeywords(TypedDict, total=False):
+    """`message_handler`'s settings: those of `BindingOptions` a handler takes."""
+
+    prefix: str
+    reply_prefixes: tuple[str, ...]
+    account_inboxes: bool
+    max_payload: int
+    tool_timeout: float | None
+    tracing: Tracing | None
+
+
+class OptionKeywords(TypedDict, total=False):
+    """A binding's settings as keywords: `BindingOptions`' fields."""
+
+    prefix: str
+    queue: str | None
+    reply_prefixes: tuple[str, ...]
+    account_inboxes: bool
+    tool_timeout: float | None
+    max_pending: int
+    max_payload: int
+    idempotency: IdempotencySettings | None
+    tracing: Tracing | None
+    ledger_store: KeyValueStore | None
+    events: EventWriter | None
+
+
+class BindingKeywords(OptionKeywords, total=False):
+    """`OptionKeywords`, and an OpenTelemetry TracerProvider for `tracing`."""
+
+    tracer_provider: TracerProvider | None
 
 
 class InteractionWorker:
@@ -233,7 +253,7 @@ class InteractionWorker:
     def _resources(self) -> list[object]:
         return [self.output, *(self.mcp.clients() if self.mcp else ())]
 
-    async def astart(self, client: Client) -> None:
+    async def astart(self, client: NatsClient) -> None:
         """Start what the worker holds that has `async start(client)`: first the sink, which gets
         the worker's connection to publish on the bus, then the MCP clients, which connect to their
         servers all at once, so that servers slow to connect (or to fail) cost the start the
@@ -288,83 +308,40 @@ class InteractionWorker:
     def message_handler(
         self,
         *,
-        prefix: str = "interaction",
-        reply_prefixes: tuple[str, ...] = ("_INBOX.",),
-        account_inboxes: bool = False,
-        max_payload: int = DEFAULT_MAX_PAYLOAD,
-        tool_timeout: float | None = 60.0,
         ledger: Ledger | None = None,
-        tracing: RequestTracing | None = None,
         durable: bool = False,
+        **keywords: Unpack[HandlerKeywords],
     ) -> MessageHandler:
         """The transport-neutral handling of this worker's messages (both bindings use it); with
         `tracing`, its traced subclass (docs/tracing.md); `durable`, a durable binding's."""
-        handler: Callable[..., MessageHandler] = (
-            MessageHandler if tracing is None else tracing.handler
-        )
-        return handler(
-            self,
-            subjects=Subjects(prefix),
-            reply_prefixes=reply_prefixes,
-            account_inboxes=account_inboxes,
-            max_payload=max_payload,
-            tool_timeout=tool_timeout,
-            ledger=ledger,
-            durable=durable,
+        return bindings.message_handler(
+            self, BindingOptions(**keywords), ledger=ledger, durable=durable
         )
 
     def nats_binding(
         self,
-        client: Client,
-        *,
-        prefix: str = "interaction",
-        queue: str | None = None,
-        reply_prefixes: tuple[str, ...] = ("_INBOX.",),
-        account_inboxes: bool = False,
-        tool_timeout: float | None = 60.0,
-        max_pending: int = 1000,
-        idempotency: IdempotencySettings | None = None,
-        tracer_provider: TracerProvider | None = None,
+        client: NatsClient,
+        options: BindingOptions | None = None,
+        **keywords: Unpack[BindingKeywords],
     ) -> NatsBinding:
         """The standalone serving path on a connected nats-py client; `start()` it to serve.
 
+        Its settings are `options`, with `keywords` (the names of `BindingOptions`' fields) over them.
         With `idempotency` enabled, calls and deliveries run under the ledger (wire.md 8), in the
-        JetStream bucket it names, which `start()` creates or binds. With `tracer_provider` (an
-        OpenTelemetry TracerProvider; the `otel` extra), every request is traced (docs/tracing.md)."""
-        store = _ledger_store(idempotency, client)
-        tracing = _tracing(tracer_provider)
-        handler = self.message_handler(
-            prefix=prefix,
-            reply_prefixes=reply_prefixes,
-            account_inboxes=account_inboxes,
-            max_payload=client.max_payload,
-            tool_timeout=tool_timeout,
-            ledger=_ledger(idempotency, store),
-            tracing=tracing,
-        )
-        return NatsBinding(
-            client,
-            handler,
-            queue=queue or f"{prefix}-workers",
-            concurrency=self.concurrency,
-            max_pending=max_pending,
-            ledger_store=store,
-            traced=None if tracing is None else tracing.traced,
+        JetStream bucket it names, which `start()` creates or binds (or in `ledger_store`). With
+        `tracer_provider` (an OpenTelemetry TracerProvider; the `otel` extra), every request is
+        traced (docs/tracing.md)."""
+        return bindings.nats_binding(
+            self, client, _options(options, keywords), concurrency=self.concurrency
         )
 
     def durable_binding(
         self,
-        client: Client,
+        client: NatsClient,
+        options: BindingOptions | None = None,
         *,
         durable: DurableSettings,
-        prefix: str = "interaction",
-        queue: str | None = None,
-        reply_prefixes: tuple[str, ...] = ("_INBOX.",),
-        account_inboxes: bool = False,
-        tool_timeout: float | None = 60.0,
-        max_pending: int = 1000,
-        idempotency: IdempotencySettings | None = None,
-        tracer_provider: TracerProvider | None = None,
+        **keywords: Unpack[BindingKeywords],
     ) -> DurableBinding:
         """Durable mode (wire.md 7) on a connected nats-py client: calls from JetStream pull
         consumers; `start()` creates or checks the streams and consumers, then serves.
@@ -372,93 +349,38 @@ class InteractionWorker:
         The ledger is on unless `idempotency.enabled` is False; in durable mode a call whose id is
         claimed by a running attempt comes back later instead of waiting. With `tracer_provider`,
         every request is traced (docs/tracing.md)."""
-        ledger_settings = replace(
-            idempotency or IdempotencySettings(),
-            enabled=(idempotency is None or idempotency.enabled is not False),
-            wait=0.0,
-        )
-        store = _ledger_store(ledger_settings, client)
-        tracing = _tracing(tracer_provider)
-        handler = self.message_handler(
-            prefix=prefix,
-            reply_prefixes=reply_prefixes,
-            account_inboxes=account_inboxes,
-            max_payload=client.max_payload,
-            tool_timeout=tool_timeout,
-            ledger=_ledger(ledger_settings, store, persistent=True),
-            tracing=tracing,
-            durable=True,
-        )
-        return DurableBinding(
+        return bindings.durable_binding(
+            self,
             client,
-            handler,
-            queue=queue or f"{prefix}-workers",
-            settings=durable,
+            durable,
+            _options(options, keywords),
             concurrency=self.concurrency,
-            max_pending=max_pending,
-            ledger_store=store,
-            traced=None if tracing is None else tracing.traced,
         )
 
     def router(
         self,
-        *,
-        prefix: str = "interaction",
-        queue: str | None = None,
-        reply_prefixes: tuple[str, ...] = ("_INBOX.",),
-        account_inboxes: bool = False,
-        tool_timeout: float | None = 60.0,
-        max_payload: int = DEFAULT_MAX_PAYLOAD,
-        idempotency: IdempotencySettings | None = None,
+        options: BindingOptions | None = None,
+        **keywords: Unpack[BindingKeywords],
     ) -> NatsRouter:
         """A FastStream router serving the same subjects, to include in your own broker.
 
         With `idempotency` enabled, calls and deliveries run under the ledger (wire.md 8), in the
         JetStream bucket it names, created or bound on the broker's connection at first use."""
-        store = _ledger_store(idempotency, None)
-        handler = self.message_handler(
-            prefix=prefix,
-            reply_prefixes=reply_prefixes,
-            account_inboxes=account_inboxes,
-            max_payload=max_payload,
-            tool_timeout=tool_timeout,
-            ledger=_ledger(idempotency, store),
-        )
-        return build_router(
-            handler,
-            queue=queue or f"{prefix}-workers",
-            concurrency=self.concurrency or 64,
-            ledger_store=store,
+        return bindings.router(
+            self, _options(options, keywords), concurrency=self.concurrency
         )
 
 
-def _ledger_store(
-    settings: IdempotencySettings | None, client: Client | None
-) -> JetStreamStore | None:
-    if settings is None or not settings.enabled:
-        return None
-    return JetStreamStore(
-        client, bucket=settings.bucket, ttl=settings.ttl, replicas=settings.replicas
-    )
+def _options(
+    options: BindingOptions | None, keywords: BindingKeywords
+) -> BindingOptions:
+    """`options` (or the defaults) with `keywords` over them; a tracer provider becomes its spans."""
+    provider = keywords.pop("tracer_provider", None)
+    chosen = replace(options or BindingOptions(), **_fields(keywords))
+    if provider is None:
+        return chosen
+    return replace(chosen, tracing=request_tracing(provider))
 
 
-def _ledger(
-    settings: IdempotencySettings | None,
-    store: JetStreamStore | None,
-    *,
-    persistent: bool = False,
-) -> Ledger | None:
-    """With `persistent` (durable mode), an outcome is written until it is stored (wire.md 7)."""
-    if settings is None or store is None:
-        return None
-    return Ledger(
-        store,
-        worker=f"{socket.gethostname()}:{os.getpid()}",
-        lease=settings.lease,
-        wait=settings.wait,
-        persistent=persistent,
-    )
-
-
-def _tracing(provider: TracerProvider | None) -> RequestTracing | None:
-    return None if provider is None else request_tracing(provider)
+def _fields(keywords: OptionKeywords) -> OptionKeywords:
+    return keywords

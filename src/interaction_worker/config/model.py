@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from . import defaults
 from .values import format_duration
 
 COMMAND_NAMES: tuple[str, ...] = (
@@ -45,16 +46,16 @@ class NatsSettings:
 
 @dataclass(frozen=True)
 class SubjectSettings:
-    prefix: str = "interaction"
+    prefix: str = defaults.PREFIX
     queue: str | None = None
-    reply_prefixes: tuple[str, ...] = ("_INBOX.",)
+    reply_prefixes: tuple[str, ...] = defaults.REPLY_PREFIXES
     # A core request that came through an account's service import may ask for its reply only under
     # its own account's inbox slice, `_INBOX.<account>.` (docs/operations.md, "Permissions").
     account_inboxes: bool = False
 
     @property
     def queue_group(self) -> str:
-        return self.queue or f"{self.prefix}-workers"
+        return defaults.queue_group(self.prefix, self.queue)
 
 
 @dataclass(frozen=True)
@@ -248,11 +249,11 @@ class Settings:
     workspace: Path
     sandbox: SandboxSettings | None = None
     tools: ToolSettings | None = None
-    tool_timeout: float = 60.0
+    tool_timeout: float = defaults.TOOL_TIMEOUT
     mcp: McpSettings = field(default_factory=McpSettings)
     output: OutputSettings = field(default_factory=OutputSettings)
     concurrency: int | None = None
-    max_pending: int = 1000
+    max_pending: int = defaults.MAX_PENDING
     shutdown_grace: float = 15.0
     durable: DurableSettings = field(default_factory=DurableSettings)
     idempotency: IdempotencySettings = field(default_factory=IdempotencySettings)

@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from . import defaults
 from .mcp import parse_mcp
 from .model import (
     COMMAND_NAMES,
@@ -59,11 +60,11 @@ def parse_settings(data: object, *, base_dir: Path) -> Settings:
             workspace=top.path("workspace", base_dir, base_dir),
             sandbox=_sandbox(top) if top.has("sandbox") else None,
             tools=_tools(top) if top.has("tools") else None,
-            tool_timeout=top.duration("tool_timeout", 60.0),
+            tool_timeout=top.duration("tool_timeout", defaults.TOOL_TIMEOUT),
             mcp=parse_mcp(top, base_dir),
             output=parse_output(top, base_dir),
             concurrency=_concurrency(top),
-            max_pending=top.integer("max_pending", 1000),
+            max_pending=top.integer("max_pending", defaults.MAX_PENDING),
             shutdown_grace=top.duration("shutdown_grace", 15.0),
             durable=_durable(top),
             idempotency=_idempotency(top),
@@ -124,7 +125,7 @@ def _subjects(top: Section) -> SubjectSettings:
     with top.section("subjects") as s:
         prefix = s.string(
             "prefix",
-            "interaction",
+            defaults.PREFIX,
             is_subject,
             "must be subject tokens without wildcards, such as interaction",
         )
@@ -135,7 +136,7 @@ def _subjects(top: Section) -> SubjectSettings:
         )
         reply_prefixes = s.names(
             "reply_prefixes",
-            ("_INBOX.",),
+            defaults.REPLY_PREFIXES,
             lambda v: v.endswith(".") and is_subject(v[:-1]),
             "must be subject tokens ending with a dot, such as _INBOX.",
             list_rule="must be a list of subject prefixes",

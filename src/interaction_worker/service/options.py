@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import DurableSettings, IdempotencySettings
+from ..config import DurableSettings, IdempotencySettings, defaults
 from ..embedded import BrowserAccess, WebSocketListener
 
 
@@ -15,15 +15,15 @@ class ServeOptions:
 
     url: str | None = None
     name: str = "interaction-worker"
-    prefix: str = "interaction"
+    prefix: str = defaults.PREFIX
     queue: str | None = None
-    reply_prefixes: tuple[str, ...] = ("_INBOX.",)
+    reply_prefixes: tuple[str, ...] = defaults.REPLY_PREFIXES
     # `subjects.account_inboxes` (docs/operations.md, "Permissions").
     account_inboxes: bool = False
     data_dir: Path = Path(".interaction")
     port: int | None = None
-    tool_timeout: float | None = 60.0
-    max_pending: int = 1000
+    tool_timeout: float | None = defaults.TOOL_TIMEOUT
+    max_pending: int = defaults.MAX_PENDING
     shutdown_grace: float = 15.0
     connect_timeout: float = 10.0
     connect_options: dict[str, Any] = field(default_factory=dict)

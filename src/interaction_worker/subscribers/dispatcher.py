@@ -34,6 +34,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from ..config import defaults
 from ..errors import InteractionWorkerError, Internal, Overloaded, ShuttingDown
 from .endpoints import Endpoint, clock
 from .handler import MessageHandler
@@ -54,7 +55,7 @@ class Dispatcher:
         publish: Publisher,
         *,
         concurrency: int | None = None,
-        max_pending: int = 1000,
+        max_pending: int = defaults.MAX_PENDING,
         logger: logging.Logger = _LOGGER,
         clock: Callable[[], int] = clock,
     ) -> None:

@@ -33,7 +33,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from ..config import DurableSettings
+from ..config import DurableSettings, defaults
 from ..errors import ServeError
 from ..ledger import KeyValueStore, StoreUnavailable, WaitingWrites
 from .acked_publish import AckedPublisher, WriteFailed
@@ -89,7 +89,7 @@ class DurableBinding:
         queue: str,
         settings: DurableSettings,
         concurrency: int | None = None,
-        max_pending: int = 1000,
+        max_pending: int = defaults.MAX_PENDING,
         ledger_store: KeyValueStore | None = None,
         logger: logging.Logger = _LOGGER,
         kinds: tuple[Kind, ...] | None = None,

@@ -57,9 +57,9 @@ from faststream.message import StreamMessage
 from faststream.nats import NatsRouter
 from nats.aio.msg import Msg
 
+from ..ledger import KeyValueStore
 from .handler import MessageHandler
 from .incoming import Incoming
-from .ledger_store import JetStreamStore
 from .subjects import Kind
 from .wire_publish import WirePublisher
 
@@ -71,7 +71,7 @@ def build_router(
     *,
     queue: str,
     concurrency: int = 64,
-    ledger_store: JetStreamStore | None = None,
+    ledger_store: KeyValueStore | None = None,
 ) -> NatsRouter:
     router = NatsRouter()
     # The publishes carry the handler's headers and nothing else (see the module docstring).
@@ -90,7 +90,7 @@ def _subscribe(
     kind: Kind,
     queue: str,
     concurrency: int,
-    ledger_store: JetStreamStore | None,
+    ledger_store: KeyValueStore | None,
 ) -> None:
     subject = handler.subjects.request(kind)
     # no_reply: the handler publishes its own reply (or error reply); FastStream would add an empty one.
@@ -106,6 +106,8 @@ def _subscribe(
     wire: WirePublisher | None = (
         None  # the publishing adapter of the broker's connection
     )
+    # Our bucket's store binds to the broker's connection once it has one; an injected store needs none.
+    bind = getattr(ledger_store, "bind", None)
 
     async def serve(incoming: Incoming) -> None:
         nonlocal wire
@@ -113,8 +115,8 @@ def _subscribe(
         # and its server's max_payload with it (a reconnection may change both).
         connection = subscriber.connection
         handler.max_payload = connection.max_payload or handler.max_payload
-        if ledger_store is not None:
-            ledger_store.bind(connection)
+        if bind is not None:
+            bind(connection)
         if wire is None or wire.client is not connection:
             wire = WirePublisher(connection)
         await wire.publish(await handler.handle(kind, incoming))

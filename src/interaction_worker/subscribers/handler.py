@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from ..config import defaults
 from ..contracts import JsonRefused, parse_json_object
 from ..contracts.keys import NO_KEY, subject_key
 from ..errors import InteractionWorkerError, InvalidJson, Unavailable
@@ -58,9 +59,9 @@ class MessageHandler:
         worker: Nodes,
         *,
         subjects: Subjects,
-        reply_prefixes: tuple[str, ...] = ("_INBOX.",),
-        max_payload: int = 1024 * 1024,
-        tool_timeout: float | None = 60.0,
+        reply_prefixes: tuple[str, ...] = defaults.REPLY_PREFIXES,
+        max_payload: int = defaults.MAX_PAYLOAD,
+        tool_timeout: float | None = defaults.TOOL_TIMEOUT,
         clock: Callable[[], str] | None = None,
         logger: logging.Logger = _LOGGER,
         ledger: Ledger | None = None,

@@ -8,13 +8,13 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from ..config import defaults
 from ..errors import ServeError
-from ..ledger import StoreUnavailable, WaitingWrites
+from ..ledger import KeyValueStore, StoreUnavailable, WaitingWrites
 from .discovery import ServedEndpoint
 from .dispatcher import Dispatcher, Publisher
 from .handler import MessageHandler
 from .incoming import Incoming
-from .ledger_store import JetStreamStore
 from .outgoing import Publish
 from .subjects import Kind
 from .wire_publish import WirePublisher
@@ -40,9 +40,9 @@ class NatsBinding:
         *,
         queue: str,
         concurrency: int | None = None,
-        max_pending: int = 1000,
+        max_pending: int = defaults.MAX_PENDING,
         logger: logging.Logger = _LOGGER,
-        ledger_store: JetStreamStore | None = None,
+        ledger_store: KeyValueStore | None = None,
         kinds: tuple[Kind, ...] | None = None,
         traced: Callable[[Publisher], Publisher] | None = None,
     ) -> None:
@@ -78,9 +78,11 @@ class NatsBinding:
         Raises:
             ServeError: the ledger's bucket cannot be opened (no JetStream on the server, say).
         """
-        if self.ledger_store is not None:
+        # A store of our own bucket is opened first; an injected one may need nothing opened.
+        opener = getattr(self.ledger_store, "open", None)
+        if opener is not None:
             try:
-                await self.ledger_store.open()
+                await opener()
             except StoreUnavailable as error:
                 raise ServeError(str(error)) from None
         for kind in self.kinds:

@@ -6,6 +6,7 @@ subject table (`subjects.py`).
 
 from typing import Any
 
+from ...config import defaults
 from ...ledger import Ledger
 from ..endpoints import Measures
 from ..outgoing import Outgoing
@@ -54,7 +55,7 @@ def families(
     outgoing: Outgoing,
     shutdown: Shutdown,
     *,
-    tool_timeout: float | None = 60.0,
+    tool_timeout: float | None = defaults.TOOL_TIMEOUT,
     ledger: Ledger | None = None,
     durable: bool = False,
 ) -> dict[Kind, Family[Any]]:

@@ -3,6 +3,7 @@
 import asyncio
 from typing import Any
 
+from ...config import defaults
 from ...contracts.keys import valid_id
 from ...nodes import ToolContext
 from ..dead_letters import CALL_ID, IdNames
@@ -33,7 +34,7 @@ class ToolCalls:
         outgoing: Outgoing,
         shutdown: Shutdown,
         *,
-        timeout: float | None = 60.0,
+        timeout: float | None = defaults.TOOL_TIMEOUT,
         deadlines: Deadlines | None = None,
     ) -> None:
         self.worker = worker
