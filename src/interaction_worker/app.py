@@ -9,7 +9,6 @@ file's `sandbox:` block only: without a workspace it gets the file's `workspace`
 the commands' executor when the file registers read-only commands, and it protects the same secrets.
 """
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,7 +20,6 @@ from .config import (
     CommandSettings,
     SandboxSettings,
     Settings,
-    SinkSettings,
     WebSearchSettings,
     browser_subjects,
     credential_files,
@@ -36,7 +34,7 @@ from .embedded import BrowserAccess, WebSocketListener
 from .errors import ConfigurationError, RegistrationError
 from .mcp import connection_from_settings
 from .mcp.auth import TokenPlace
-from .nodes import OutputSink, RegisteredTool, Sandbox, ToolRegistry
+from .nodes import RegisteredTool, Sandbox, ToolRegistry
 from .nodes.mcp_registry import (
     DEFAULT_MAX_CAPABILITIES,
     DEFAULT_MAX_DISCOVERY_PAGES,
@@ -44,17 +42,7 @@ from .nodes.mcp_registry import (
 )
 from .nodes.protected import PROCESS_FILES
 from .service import ServeOptions
-from .sinks import (
-    ConsoleSink,
-    FanoutSink,
-    FileSink,
-    HttpSink,
-    JetStreamSink,
-    NatsSink,
-    StreamTemplate,
-)
-from .sinks._lone import bounded
-from .sinks._sinks import sink_name
+from .sinks.configured import configured_output
 from .tools import (
     BraveSearch,
     ReadOnlyCommandTool,
@@ -64,9 +52,6 @@ from .tools import (
     read_only_command_tools,
 )
 from .worker import InteractionWorker
-
-# What a later version builds; until then a file that asks for it is refused with a clear message.
-_NOT_YET = "is not available in this version"
 
 
 def build_worker(
@@ -92,7 +77,7 @@ def build_worker(
         problems=problems,
     )
     mcp = _mcp(settings, code.mcp, problems)
-    output = _output(settings, code.output, problems)
+    output = configured_output(settings, code.output, problems)
     if problems:
         raise ConfigurationError("\n".join(problems))
     commands = _command_settings(settings)
@@ -121,6 +106,7 @@ def build_worker(
         if code.concurrency is not None
         else settings.concurrency,
         commands=code.commands,
+        serve=code.serve if code.serve_given else settings.serve,
     )
 
 
@@ -233,76 +219,6 @@ def _sandbox(
         workspace=workspace,
         executor=executor,
     )
-
-
-def _output(
-    settings: Settings, code_sink: OutputSink | None, problems: list[str]
-) -> OutputSink | None:
-    """Several sinks (the code's and the file's) become a fan-out under `output.policy`; a lone
-    sink is held to its `timeout` too (past it: `unknown` SINK_TIMEOUT), and its exceptions still
-    propagate, to become an error reply and a dead letter."""
-    configured = settings.output.sinks if settings.output.sinks_given else ()
-    if code_sink is None and not settings.output.sinks_given:
-        configured = settings.output.sinks  # the default console sink
-    sinks: list[OutputSink] = [] if code_sink is None else [code_sink]
-    code_name = None if code_sink is None else sink_name(code_sink, 0)
-    for index, sink in enumerate(configured):
-        if sink.name == code_name:
-            name = json.dumps(sink.name, ensure_ascii=False)
-            problems.append(
-                f"output.sinks[{index}].name: {name} is also the name of the sink given in code"
-            )
-            continue
-        built = _sink(sink, index, problems, _history_stream(settings))
-        if built is not None:
-            sinks.append(built)
-    if not sinks:
-        return None
-    try:
-        if len(sinks) > 1:
-            return FanoutSink(sinks, policy=settings.output.policy)
-        return bounded(sinks[0])
-    except (ConfigurationError, RegistrationError) as error:
-        problems.append(f"output: the sink given in code: {error}")
-        return None
-
-
-def _history_stream(settings: Settings) -> StreamTemplate:
-    """How a `jetstream` sink's missing stream is created: kept as the events stream is."""
-    durable = settings.durable
-    return StreamTemplate(
-        max_age=durable.events_max_age,
-        replicas=durable.replicas,
-        duplicate_window=durable.duplicate_window,
-    )
-
-
-def _sink(
-    sink: SinkSettings, index: int, problems: list[str], history: StreamTemplate
-) -> OutputSink | None:
-    name, timeout = sink.name, sink.timeout
-    try:
-        if sink.type == "console":
-            return ConsoleSink(name=name, timeout=timeout)
-        if sink.type == "file" and sink.path is not None:
-            return FileSink(sink.path, name=name, timeout=timeout)
-        if sink.type == "nats" and sink.subject is not None:
-            return NatsSink(sink.subject, name=name, timeout=timeout)
-        if sink.type == "jetstream" and sink.subject is not None:
-            return JetStreamSink(
-                sink.subject,
-                stream=sink.stream,
-                name=name,
-                timeout=timeout,
-                create=history,
-            )
-        if sink.type == "http" and sink.url is not None:
-            return HttpSink(sink.url, name=name, timeout=timeout)
-    except ConfigurationError as error:
-        problems.append(f"output.sinks[{index}].{error}")
-        return None
-    problems.append(f"output.sinks[{index}].type: the {sink.type} sink {_NOT_YET}")
-    return None
 
 
 def serve_options(

@@ -4,9 +4,8 @@ Each node method takes a request body as a JSON value (or its model) and returns
 raises an `InteractionWorkerError` whose code is the wire's; the bus bindings call these methods.
 """
 
-import asyncio
 import logging
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypedDict, Unpack
 
@@ -23,11 +22,10 @@ from .contracts import (
 )
 from .contracts import validation as check
 from .contracts._base import WireModel
+from .contracts.serving import SERVE_NAMES, ServeName, serve_problem
 from .errors import (
     ConfigurationError,
     InvalidInput,
-    McpClientError,
-    McpUnavailable,
     NotFound,
 )
 from .ledger import KeyValueStore, Ledger
@@ -45,6 +43,7 @@ from .nodes import (
     is_rerunnable,
     observe_request,
 )
+from .nodes.lifecycle import close_resources, start_resources
 from .subscribers import DurableBinding, MessageHandler, NatsBinding, bindings
 from .subscribers.binding_options import BindingOptions, Tracing
 from .subscribers.bindings import NatsClient, NatsRouter
@@ -59,30 +58,25 @@ MCP_NODE = "INTERACTION.ACT.MCP"
 OUTPUT_NODE = "INTERACTION.OUTPUT"
 
 
+def _serve(names: object, commands: bool) -> tuple[ServeName, ...]:
+    """The serve names in their documented order (docs/configuration.md, `serve`)."""
+    if names is None:
+        return SERVE_NAMES
+    problem = serve_problem(names)
+    if problem is not None:
+        raise ConfigurationError(f"Worker serve {problem}")
+    assert isinstance(names, Iterable)
+    given = set(names)
+    if not commands and given == {"command"}:
+        raise ConfigurationError(
+            "serve names only command, which is served only with a command protocol "
+            "(commands=, Interaction.bind)"
+        )
+    return tuple(name for name in SERVE_NAMES if name in given)
+
+
 def _body(value: object) -> object:
     return value.to_wire() if isinstance(value, WireModel) else value
-
-
-async def _close(resource: object) -> None:
-    """`aclose()` or `close()`, awaited when it returns an awaitable; nothing without either."""
-    close = getattr(resource, "aclose", None) or getattr(resource, "close", None)
-    if close is None:
-        return
-    outcome = close()
-    if hasattr(outcome, "__await__"):
-        await outcome
-
-
-def _start_failure(failures: list[BaseException]) -> BaseException:
-    """The one exception a failed start raises for the MCP clients that failed (in registration order)."""
-    for failure in failures:
-        if not isinstance(
-            failure, Exception
-        ):  # a cancellation or an interrupt comes first
-            return failure
-    if len(failures) > 1 and all(isinstance(f, McpClientError) for f in failures):
-        return McpUnavailable("; ".join(str(failure) for failure in failures))
-    return failures[0]
 
 
 class HandlerKeywords(TypedDict, total=False):
@@ -131,6 +125,12 @@ class InteractionWorker:
         concurrency: the most executions in flight (None: no limit).
         commands: a dispatcher of the command protocol (`Interaction.bind`, docs/commands.md):
             with one, the worker also serves `P.command` and `P.command.catalog`.
+        serve: the kinds this worker serves (docs/configuration.md, `serve`), among tool, mcp,
+            observe, output, list and command (this one only with `commands`); None: all of them.
+
+    Raises:
+        ConfigurationError: a value breaks its rule; `serve` names an unknown kind, one twice,
+            none, or only `command` without `commands`.
     """
 
     def __init__(
@@ -142,6 +142,7 @@ class InteractionWorker:
         sandbox: Sandbox | None = None,
         concurrency: int | None = None,
         commands: CommandDispatcher | None = None,
+        serve: Sequence[ServeName] | None = None,
     ) -> None:
         if concurrency is not None and (
             isinstance(concurrency, bool)
@@ -169,6 +170,8 @@ class InteractionWorker:
                 "Worker commands must be a CommandDispatcher (Interaction.bind)"
             )
         self.commands = commands
+        self.serve_given = serve is not None
+        self.serve = _serve(serve, commands is not None)
 
     @property
     def capabilities(self) -> list[str]:
@@ -250,9 +253,6 @@ class InteractionWorker:
             raise NotFound(f"No available Worker implements {OUTPUT_NODE}")
         return await deliver_output(_body(request), self.output, context)
 
-    def _resources(self) -> list[object]:
-        return [self.output, *(self.mcp.clients() if self.mcp else ())]
-
     async def astart(self, client: NatsClient) -> None:
         """Start what the worker holds that has `async start(client)`: first the sink, which gets
         the worker's connection to publish on the bus, then the MCP clients, which connect to their
@@ -265,45 +265,11 @@ class InteractionWorker:
             raised as it is; several `McpClientError`s become one McpUnavailable whose message is
             theirs joined with "; ", in the order the servers were registered.
         """
-        start = getattr(self.output, "start", None)
-        if start is not None:
-            await start(client)
-        if self.mcp is None:
-            return
-        servers = [
-            (name, mcp_client, connect)
-            for name in self.mcp.servers()
-            if (mcp_client := self.mcp.get(name)) is not None
-            and (connect := getattr(mcp_client, "start", None)) is not None
-        ]
-        outcomes = await asyncio.gather(
-            *(connect(client) for _, _, connect in servers), return_exceptions=True
-        )
-        failures = [o for o in outcomes if isinstance(o, BaseException)]
-        if not failures:
-            return
-        started = [
-            (name, mcp_client)
-            for (name, mcp_client, _), outcome in zip(servers, outcomes, strict=True)
-            if not isinstance(outcome, BaseException)
-        ]
-        closed = await asyncio.gather(
-            *(_close(mcp_client) for _, mcp_client in started), return_exceptions=True
-        )
-        for (name, _), outcome in zip(started, closed, strict=True):
-            if isinstance(outcome, BaseException):
-                # The start's failure is what the caller must hear; this one is only logged.
-                _LOGGER.warning(
-                    "MCP server %s could not be closed after the failed start: %s",
-                    name,
-                    type(outcome).__name__,
-                )
-        raise _start_failure(failures)
+        await start_resources(self.output, self.mcp, client)
 
     async def aclose(self) -> None:
         """Close what the worker holds that has a close: sinks, then MCP clients."""
-        for resource in self._resources():
-            await _close(resource)
+        await close_resources(self.output, self.mcp)
 
     def message_handler(
         self,
@@ -315,7 +281,11 @@ class InteractionWorker:
         """The transport-neutral handling of this worker's messages (both bindings use it); with
         `tracing`, its traced subclass (docs/tracing.md); `durable`, a durable binding's."""
         return bindings.message_handler(
-            self, BindingOptions(**keywords), ledger=ledger, durable=durable
+            self,
+            BindingOptions(**keywords),
+            ledger=ledger,
+            durable=durable,
+            serve=self.serve,
         )
 
     def nats_binding(
@@ -332,7 +302,11 @@ class InteractionWorker:
         `tracer_provider` (an OpenTelemetry TracerProvider; the `otel` extra), every request is
         traced (docs/tracing.md)."""
         return bindings.nats_binding(
-            self, client, _options(options, keywords), concurrency=self.concurrency
+            self,
+            client,
+            _options(options, keywords),
+            concurrency=self.concurrency,
+            serve=self.serve,
         )
 
     def durable_binding(
@@ -355,6 +329,7 @@ class InteractionWorker:
             durable,
             _options(options, keywords),
             concurrency=self.concurrency,
+            serve=self.serve,
         )
 
     def router(
@@ -367,7 +342,10 @@ class InteractionWorker:
         With `idempotency` enabled, calls and deliveries run under the ledger (wire.md 8), in the
         JetStream bucket it names, created or bound on the broker's connection at first use."""
         return bindings.router(
-            self, _options(options, keywords), concurrency=self.concurrency
+            self,
+            _options(options, keywords),
+            concurrency=self.concurrency,
+            serve=self.serve,
         )
 
 

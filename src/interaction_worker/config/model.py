@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..contracts.serving import SERVE_NAMES, ServeName
 from . import defaults
-from .values import format_duration
 
 COMMAND_NAMES: tuple[str, ...] = (
     "grep",
@@ -250,6 +250,8 @@ class Settings:
     sandbox: SandboxSettings | None = None
     tools: ToolSettings | None = None
     tool_timeout: float = defaults.TOOL_TIMEOUT
+    # The kinds served (`serve:`); `command` when the code binds a command protocol.
+    serve: tuple[ServeName, ...] = SERVE_NAMES
     mcp: McpSettings = field(default_factory=McpSettings)
     output: OutputSettings = field(default_factory=OutputSettings)
     concurrency: int | None = None
@@ -267,148 +269,7 @@ class Settings:
         Absent `sandbox`, `tools` and `output.sinks` are written out as the defaults they stand
         for, so what the file alone configures is visible; `null`s keep their documented meaning.
         """
-        d = format_duration
-        sandbox = self.sandbox or DEFAULT_SANDBOX
-        tools = self.tools or DEFAULT_TOOLS
-        durable = self.durable
-        ledger = self.idempotency
-        return {
-            "nats": {
-                "url": self.nats.url,
-                "name": self.nats.name,
-                "websocket": self.nats.websocket,
-                "inbox_prefix": self.nats.inbox_prefix,
-            },
-            "subjects": {
-                "prefix": self.subjects.prefix,
-                "queue": self.subjects.queue,
-                "reply_prefixes": list(self.subjects.reply_prefixes),
-                "account_inboxes": self.subjects.account_inboxes,
-            },
-            "data_dir": str(self.data_dir),
-            "workspace": str(self.workspace),
-            "sandbox": {
-                "tools": list(sandbox.tools),
-                "mcp": list(sandbox.mcp),
-                "network": list(sandbox.network),
-                "read": sandbox.read,
-                "write": sandbox.write,
-                "execute": sandbox.execute,
-                "command_ids": list(sandbox.command_ids),
-            },
-            "tools": _tools(tools),
-            "tool_timeout": d(self.tool_timeout),
-            "mcp": {
-                "max_discovery_pages": self.mcp.max_discovery_pages,
-                "max_capabilities": self.mcp.max_capabilities,
-                "servers": {n: _server(s) for n, s in self.mcp.servers.items()},
-            },
-            "output": {
-                "policy": self.output.policy,
-                "sinks": [_sink(s) for s in self.output.sinks],
-            },
-            "concurrency": self.concurrency,
-            "max_pending": self.max_pending,
-            "shutdown_grace": d(self.shutdown_grace),
-            "durable": {
-                "enabled": durable.enabled,
-                "calls_stream": durable.calls_stream,
-                "events_stream": durable.events_stream,
-                "events_max_age": d(durable.events_max_age),
-                "ack_wait": d(durable.ack_wait),
-                "dead_stream": durable.dead_stream,
-                "replicas": durable.replicas,
-                "max_deliver": durable.max_deliver,
-                "max_ack_pending": durable.max_ack_pending,
-                "nak_backoff": [d(delay) for delay in durable.nak_backoff],
-                "duplicate_window": d(durable.duplicate_window),
-            },
-            "idempotency": {
-                "enabled": ledger.enabled,
-                "bucket": ledger.bucket,
-                "replicas": ledger.replicas,
-                "ttl": d(ledger.ttl),
-                "lease": d(ledger.lease),
-                "wait": d(ledger.wait),
-            },
-            "metrics": {"listen": self.metrics.listen},
-            "tracing": {"enabled": self.tracing.enabled},
-            "console": {
-                "listen": self.console.listen,
-                "history": self.console.history,
-            },
-        }
+        # Imported here: the written-out form is its own module, which imports this one.
+        from .effective import effective_settings
 
-
-def _tools(tools: ToolSettings) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if tools.read_text:
-        out["read_text"] = {}
-    if (c := tools.commands) is not None:
-        out["commands"] = {
-            "enabled": list(c.enabled),
-            "max_entries": c.max_entries,
-            "max_output_bytes": c.max_output_bytes,
-            "max_error_bytes": c.max_error_bytes,
-            "timeout": format_duration(c.timeout),
-            "max_memory": c.max_memory,
-        }
-    if (w := tools.web_search) is not None:
-        out["web_search"] = {
-            "provider": w.provider,
-            "timeout": format_duration(w.timeout),
-            "max_response_bytes": w.max_response_bytes,
-        }
-    return out
-
-
-def _server(server: McpServerSettings) -> dict[str, Any]:
-    out: dict[str, Any] = {"transport": server.transport}
-    if server.transport == "stdio":
-        out["command"] = server.command
-        out["args"] = list(server.args)
-        out["env"] = dict(server.env)
-        out["cwd"] = None if server.cwd is None else str(server.cwd)
-    else:
-        out["url"] = server.url
-        out["headers_env"] = dict(server.headers_env)
-        if server.auth is not None:
-            out["auth"] = _auth(server.auth)
-    out["timeout"] = format_duration(server.timeout)
-    out["connect_timeout"] = format_duration(server.connect_timeout)
-    out["required"] = server.required
-    out["restart_backoff"] = {
-        "initial": format_duration(server.restart_backoff.initial),
-        "max": format_duration(server.restart_backoff.max),
-    }
-    return out
-
-
-def _auth(auth: McpAuthSettings) -> dict[str, Any]:
-    """The `auth:` block as written: variable names and a key's path, never what they hold."""
-    out: dict[str, Any] = {"type": auth.type}
-    out["client_id_env"] = auth.client_id_env
-    out["client_secret_env"] = auth.client_secret_env
-    if auth.type == "oauth":
-        out["client_metadata_url"] = auth.client_metadata_url
-        out["redirect"] = auth.redirect
-    else:
-        out["private_key_file"] = (
-            None if auth.private_key_file is None else str(auth.private_key_file)
-        )
-        out["signing_algorithm"] = auth.signing_algorithm
-        out["issuer"] = auth.issuer
-    out["token_endpoint_auth"] = auth.token_endpoint_auth
-    out["scopes"] = None if auth.scopes is None else list(auth.scopes)
-    return out
-
-
-def _sink(sink: SinkSettings) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": sink.type, "name": sink.name}
-    for key in ("subject", "stream", "url"):
-        if (value := getattr(sink, key)) is not None:
-            out[key] = value
-    if sink.path is not None:
-        out["path"] = str(sink.path)
-    out["timeout"] = format_duration(sink.timeout)
-    return out
+        return effective_settings(self)

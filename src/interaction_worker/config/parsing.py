@@ -4,6 +4,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..contracts.serving import (
+    EMPTY_RULE,
+    SERVE_LIST_RULE,
+    SERVE_NAMES,
+    SERVE_RULE,
+    ServeName,
+)
 from . import defaults
 from .mcp import parse_mcp
 from .model import (
@@ -61,6 +68,7 @@ def parse_settings(data: object, *, base_dir: Path) -> Settings:
             sandbox=_sandbox(top) if top.has("sandbox") else None,
             tools=_tools(top) if top.has("tools") else None,
             tool_timeout=top.duration("tool_timeout", defaults.TOOL_TIMEOUT),
+            serve=_serve(top),
             mcp=parse_mcp(top, base_dir),
             output=parse_output(top, base_dir),
             concurrency=_concurrency(top),
@@ -90,6 +98,20 @@ def parse_settings(data: object, *, base_dir: Path) -> Settings:
         )
     problems.raise_if_any()
     return settings
+
+
+def _serve(top: Section) -> tuple[ServeName, ...]:
+    """`serve:` (docs/configuration.md 1): the kinds this worker serves, at least one."""
+    names = top.names(
+        "serve",
+        SERVE_NAMES,
+        lambda v: v in SERVE_NAMES,
+        SERVE_RULE,
+        list_rule=SERVE_LIST_RULE,
+    )
+    if top.raw("serve") == []:
+        top.fail("serve", EMPTY_RULE)
+    return tuple(name for name in SERVE_NAMES if name in names)
 
 
 def _nats(top: Section) -> NatsSettings:

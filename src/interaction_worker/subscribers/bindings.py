@@ -4,7 +4,7 @@ the nats-py, durable and FastStream bindings, each built from one `BindingOption
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 
 from faststream.nats import NatsRouter
@@ -38,9 +38,11 @@ def message_handler(
     max_payload: int | None = None,
     ledger: Ledger | None = None,
     durable: bool = False,
+    serve: Collection[str] | None = None,
 ) -> MessageHandler:
     """The transport-neutral handling of `nodes`' messages (every binding uses one); with
-    `options.tracing`, its traced subclass (docs/tracing.md); `durable`, a durable binding's."""
+    `options.tracing`, its traced subclass (docs/tracing.md); `durable`, a durable binding's; `serve`,
+    the serve names whose kinds it handles (None: all)."""
     tracing = options.tracing
     handler: Callable[..., MessageHandler] = (
         MessageHandler if tracing is None else tracing.handler
@@ -54,6 +56,7 @@ def message_handler(
         tool_timeout=options.tool_timeout,
         ledger=ledger,
         durable=durable,
+        serve=serve,
     )
 
 
@@ -63,6 +66,7 @@ def nats_binding(
     options: BindingOptions,
     *,
     concurrency: int | None = None,
+    serve: Collection[str] | None = None,
 ) -> NatsBinding:
     """The standalone serving path on a connected client; with `options.idempotency` enabled,
     calls and deliveries run under the ledger (wire.md 8)."""
@@ -72,6 +76,7 @@ def nats_binding(
         options,
         max_payload=client.max_payload,
         ledger=_ledger(options.idempotency, store),
+        serve=serve,
     )
     return NatsBinding(
         client,
@@ -91,6 +96,7 @@ def durable_binding(
     options: BindingOptions,
     *,
     concurrency: int | None = None,
+    serve: Collection[str] | None = None,
 ) -> DurableBinding:
     """Durable mode (wire.md 7) on a connected client. The ledger is on unless
     `options.idempotency.enabled` is False, and a call whose id a running attempt holds comes back
@@ -108,6 +114,7 @@ def durable_binding(
         max_payload=client.max_payload,
         ledger=_ledger(ledger_settings, store, persistent=True),
         durable=True,
+        serve=serve,
     )
     return DurableBinding(
         client,
@@ -123,13 +130,17 @@ def durable_binding(
 
 
 def router(
-    nodes: Nodes, options: BindingOptions, *, concurrency: int | None = None
+    nodes: Nodes,
+    options: BindingOptions,
+    *,
+    concurrency: int | None = None,
+    serve: Collection[str] | None = None,
 ) -> NatsRouter:
     """A FastStream router serving the same subjects; the ledger's bucket, when it is on, is
     created or bound on the broker's connection at first use."""
     store = _ledger_store(options, options.idempotency, None)
     handler = message_handler(
-        nodes, options, ledger=_ledger(options.idempotency, store)
+        nodes, options, ledger=_ledger(options.idempotency, store), serve=serve
     )
     return build_router(
         handler,

@@ -13,11 +13,12 @@ on, `measure` wraps each family to time it and count its outcomes.
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from ..config import defaults
 from ..contracts import JsonRefused, parse_json_object
 from ..contracts.keys import NO_KEY, subject_key
+from ..contracts.serving import served_kinds
 from ..errors import InteractionWorkerError, InvalidJson, Unavailable
 from ..ledger import RECORD_ENVELOPE, CountedStore, Ledger
 from .dead_letters import UtcTimestamps
@@ -52,6 +53,7 @@ class MessageHandler:
         account_inboxes: a request that came through an account's import may ask for its reply
             only under that account's inbox slice (`subjects.account_inboxes`).
         clock: the `receivedAt` of dead letters.
+        serve: the serve names (docs/configuration.md, `serve`) whose kinds are handled; None: all.
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class MessageHandler:
         ledger: Ledger | None = None,
         durable: bool = False,
         account_inboxes: bool = False,
+        serve: Collection[str] | None = None,
     ) -> None:
         self.worker = worker
         self.subjects = subjects
@@ -98,6 +101,11 @@ class MessageHandler:
             ledger=ledger,
             durable=durable,
         )
+        if serve is not None:
+            # Only the kinds this worker is told to serve have a family: the bindings subscribe,
+            # the calls stream captures, discovery and the metrics list what the handler has.
+            kinds = served_kinds(serve)
+            self.families = {k: f for k, f in self.families.items() if k in kinds}
         # The request subjects served: the command protocol's only with a dispatcher.
         self.kinds: tuple[Kind, ...] = tuple(self.families)
 
