@@ -66,9 +66,7 @@ async def test_a_ledger_store_given_in_code_holds_the_calls_claims(
     )
     await binding.start()
     try:
-        reply = await nats_client.request(
-            f"{prefix}.tool.call", call("s-1"), timeout=5
-        )
+        reply = await nats_client.request(f"{prefix}.tool.call", call("s-1"), timeout=5)
     finally:
         await binding.stop(1.0)
 
