@@ -5,11 +5,12 @@ in-progress reports, which end with their message."""
 import asyncio
 import logging
 
-from interaction_worker.subscribers.durable_binding import _InProgress, _Slots
+from interaction_worker.subscribers.in_progress import ProgressReports
+from interaction_worker.subscribers.slots import Slots
 
 
 async def test_slots_are_handed_out_in_turn_and_never_beyond_the_total() -> None:
-    slots = _Slots(3)
+    slots = Slots(3)
     assert await slots.take(2) == 2
     assert await slots.take(5) == 1
     second = asyncio.create_task(slots.take(2))
@@ -32,7 +33,7 @@ async def test_slots_are_handed_out_in_turn_and_never_beyond_the_total() -> None
 async def test_a_consumer_cancelled_while_waiting_or_just_served_gives_nothing_away() -> (
     None
 ):
-    slots = _Slots(1)
+    slots = Slots(1)
     assert await slots.take(1) == 1
     waiting = asyncio.create_task(slots.take(1))
     served = asyncio.create_task(slots.take(1))
@@ -61,7 +62,7 @@ class Reported:
 
 async def test_no_in_progress_report_is_sent_once_its_message_has_ended() -> None:
     msg = Reported()
-    alive = _InProgress(msg, 60.0, logging.getLogger("test"))  # type: ignore[arg-type]
+    alive = ProgressReports(msg, 60.0, logging.getLogger("test"))  # type: ignore[arg-type]
     alive._due()  # a report falls due: its task is made, and runs at the next turn of the loop
     alive.stop()  # the message is acknowledged first
     await asyncio.gather(*alive.reports)

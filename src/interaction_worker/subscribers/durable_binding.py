@@ -14,16 +14,11 @@ from the ledger or dead-lettered, then terminated; one that finds a live claim w
 progress (a negative acknowledgement of the server's last delivery would have the server give the
 message up).
 
-Each consumer's loop fetches at most as many messages as the process has free slots (`concurrency`,
-else `max_pending`), shared by its consumers, so no worker hoards work another could do. nats-py's
-fetch also returns what earlier fetches left on the pull inbox, more than asked: those wait for a
-slot each, so no more than `concurrency` messages ever run at once.
+The consumers are read by their loops (`durable_consumers.py`).
 """
 
 import asyncio
 import logging
-import math
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +36,7 @@ from .delivery import Delivery, Redeliver
 from .delivery import current as current_delivery
 from .discovery import ServedEndpoint
 from .dispatcher import Dispatcher, Publisher
+from .durable_consumers import ConsumerLoops
 from .durable_streams import (
     CORE_KINDS,
     DURABLE_KINDS,
@@ -53,34 +49,21 @@ from .durable_streams import (
 from .durable_writes import UntilStored
 from .endpoints import clock
 from .event_writer import EventWriter, JetStreamEvents
+from .fetch_failures import failure_said
 from .handler import MessageHandler
+from .in_progress import ProgressReports
 from .incoming import Incoming
 from .nats_binding import NatsBinding
 from .outages import Outage
 from .outgoing import Publish
+from .slots import Slots
 from .subjects import Kind
 from .wire_publish import WirePublisher
 
 _LOGGER = logging.getLogger("interaction_worker")
-# Seconds one fetch waits for messages; a free slot held by an idle fetch is lost to the other
-# consumers that long.
-_FETCH_WAIT = 0.5
-# How long a fetch waits while another consumer waits for a slot it holds.
-_FETCH_WAIT_CONTENDED = 0.02
-# What a consumer loop meets while its stream elects a leader or its server restarts: one line once it
-# is over (`Outage`), not a traceback per fetch.
-_EXPECTED_FETCH_ERRORS = (
-    nats.js.errors.ServiceUnavailableError,
-    nats.errors.NoRespondersError,
-    nats.errors.ConnectionReconnectingError,
-    nats.errors.OutboundBufferLimitError,
-    nats.errors.StaleConnectionError,
-    nats.errors.UnexpectedEOF,
-    nats.errors.FlushTimeoutError,
-)
 
 
-class DurableBinding:
+class DurableBinding(ConsumerLoops):
     def __init__(
         self,
         client: Client,
@@ -133,7 +116,7 @@ class DurableBinding:
         self.lost = 0
         self.running: set[asyncio.Task[None]] = set()
         # One per message running, and per message a fetch in flight may bring.
-        self._slots = _Slots(self.limit)
+        self._slots = Slots(self.limit)
         self._fetchers: list[asyncio.Task[None]] = []
         self._subscriptions: list[Any] = []
         self._js: JetStreamContext = client.jetstream()
@@ -204,71 +187,6 @@ class DurableBinding:
             self._fetch(kind, subscription)
         self._subscriptions = [subscription for _, subscription in subscriptions]
 
-    def _fetch(self, kind: Kind, subscription: Any) -> None:
-        """Run `kind`'s consumer loop; one that ends other than by `stop` (a stray cancellation, a
-        bug) is counted, logged and started again, so the consumer never stops being read."""
-        fetcher = asyncio.create_task(self._consume(kind, subscription))
-        self._fetchers.append(fetcher)
-
-        def ended(task: asyncio.Task[None]) -> None:
-            if task in self._fetchers:
-                self._fetchers.remove(task)
-            if self.closing or self.client.is_closed:
-                return
-            self.lost += 1
-            error = None if task.cancelled() else task.exception()
-            self.logger.error(
-                "the consumer loop of %s ended (%s): it is started again",
-                kind,
-                "cancelled" if task.cancelled() else type(error).__name__,
-                exc_info=error,
-            )
-            # After a pause: a loop that fails at once must not spin. `stop` sets `closing` first.
-            asyncio.get_running_loop().call_later(_FETCH_WAIT, again)
-
-        def again() -> None:
-            if not self.closing and not self.client.is_closed:
-                self._fetch(kind, subscription)
-
-        fetcher.add_done_callback(ended)
-
-    async def _consume(self, kind: Kind, subscription: Any) -> None:
-        # Each fetch holds the slots it may fill until it returns. The consumers take turns for
-        # slots, so one that found nothing queues behind the others for its next turn; while
-        # another waits, an idle consumer's fetch returns almost at once.
-        slots = self._slots
-        most = max(1, math.ceil(self.limit / len(self.kinds)))
-        fetching = self._fetching
-        while not self.closing:
-            taken = await slots.take(most)
-            wait = _FETCH_WAIT if not slots.waiting else _FETCH_WAIT_CONTENDED
-            try:
-                messages = await subscription.fetch(batch=taken, timeout=wait)
-                fetching.ok(kind)
-            except (TimeoutError, nats.errors.TimeoutError):
-                messages = []
-                fetching.ok(kind)
-            except asyncio.CancelledError:
-                slots.give(taken)
-                raise
-            except Exception as error:
-                messages = []
-                if self.client.is_closed:
-                    slots.give(taken)
-                    return
-                if _expected(error):
-                    fetching.failed(kind, _said(error))
-                else:
-                    self.logger.warning("fetching from %s failed", kind, exc_info=True)
-                await asyncio.sleep(_FETCH_WAIT)
-            # nats-py's fetch also hands over what earlier fetches left on the pull inbox: beyond
-            # the slots taken, each waits for one of its own.
-            slots.give(max(0, taken - len(messages)))
-            for index, msg in enumerate(messages):
-                task = asyncio.create_task(self._run(kind, msg, slot=index < taken))
-                self.running.add(task)
-                task.add_done_callback(self._finished)
-
     @property
     def pending(self) -> int:
         """Messages held: those of the consumers running, and the core subscriptions' (queued or
@@ -301,22 +219,6 @@ class DurableBinding:
         ]
         return durable + self.core.served_endpoints()
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self.running.discard(task)
-
-    async def _run(self, kind: Kind, msg: Msg, *, slot: bool = True) -> None:
-        """Handle one message in the slot taken for it (`slot`), or in one it waits for first;
-        the slot is given back as it ends, however it ends."""
-        if not slot:
-            try:
-                await self._slots.take(1, first=True)
-            except asyncio.CancelledError:
-                return  # shut down while it waited: the server delivers it again
-        try:
-            await self._handle(kind, msg)
-        finally:
-            self._slots.give(1)
-
     async def _handle(self, kind: Kind, msg: Msg) -> None:
         # Each delivery counts as a request, a redelivery too: discovery counts messages handled.
         endpoint = self.handler.endpoints[kind]
@@ -333,7 +235,7 @@ class DurableBinding:
         # The message's own reply subject is JetStream's acknowledgement subject: the reply goes
         # only to Interaction-Reply-To (wire.md 7).
         incoming = Incoming(msg.subject, msg.data, msg.headers, None)
-        alive = _InProgress(msg, settings.ack_wait / 3, self.logger)
+        alive = ProgressReports(msg, settings.ack_wait / 3, self.logger)
         token = current_delivery.set(delivery)
         try:
             if number > settings.max_deliver:
@@ -383,7 +285,7 @@ class DurableBinding:
             self.logger.warning(
                 "handling %s: %s; the server delivers it again",
                 msg.subject,
-                _said(error),
+                failure_said(error),
             )
         except Exception:
             self.logger.warning("handling %s failed", msg.subject, exc_info=True)
@@ -435,103 +337,3 @@ class DurableBinding:
                 for task in late:
                     task.cancel()
                 await asyncio.wait(late, timeout=max(grace, 5.0))
-
-
-class _Slots:
-    """Free slots, handed to the consumers in the order they asked (a fair semaphore that gives
-    several permits at once)."""
-
-    def __init__(self, total: int) -> None:
-        self.free = total
-        self._turns: deque[tuple[int, asyncio.Future[int]]] = deque()
-
-    @property
-    def waiting(self) -> bool:
-        return bool(self._turns)
-
-    async def take(self, most: int, *, first: bool = False) -> int:
-        """At least one slot and at most `most`, once it is this caller's turn (`first`: before
-        every caller waiting, for a message fetched already)."""
-        if self.free > 0 and not self._turns:
-            taken = min(most, self.free)
-            self.free -= taken
-            return taken
-        turn: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        if first:
-            self._turns.appendleft((most, turn))
-        else:
-            self._turns.append((most, turn))
-        try:
-            return await turn
-        except asyncio.CancelledError:
-            if turn.done() and not turn.cancelled():
-                self.give(turn.result())  # handed over, then cancelled: they go back
-            raise
-
-    def give(self, count: int) -> None:
-        self.free += count
-        while self.free > 0 and self._turns:
-            most, turn = self._turns.popleft()
-            if turn.done():
-                continue  # its caller was cancelled while waiting
-            taken = min(most, self.free)
-            self.free -= taken
-            turn.set_result(taken)
-
-
-class _InProgress:
-    """Tells the server every `interval` seconds that a message is still being handled: a timer,
-    and a task only for each report (most calls end before the first is due)."""
-
-    def __init__(self, msg: Msg, interval: float, logger: logging.Logger) -> None:
-        self.msg = msg
-        self.interval = interval
-        self.logger = logger
-        self.loop = asyncio.get_running_loop()
-        self.reports: set[asyncio.Task[None]] = set()
-        self.timer: asyncio.TimerHandle | None = self.loop.call_later(
-            interval, self._due
-        )
-
-    def _due(self) -> None:
-        report = self.loop.create_task(self._report())
-        self.reports.add(report)
-        report.add_done_callback(self.reports.discard)
-        self.timer = self.loop.call_later(self.interval, self._due)
-
-    async def _report(self) -> None:
-        if self.timer is None:
-            return  # the message ended before this report ran: it is acknowledged, or coming back
-        try:
-            await self.msg.in_progress()
-        except Exception:
-            # While the server cannot hear it (the writes waiting say so once, not per message).
-            self.logger.debug(
-                "telling the server %s is in progress failed", self.msg.subject
-            )
-
-    def stop(self) -> None:
-        """No report after this (one being written finishes: cut short, it could leave a partial
-        write on the connection)."""
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-
-def _expected(error: BaseException) -> bool:
-    """Whether a fetch failed as it does while a stream elects a leader or a server restarts."""
-    if isinstance(error, _EXPECTED_FETCH_ERRORS):
-        return True
-    return isinstance(error, nats.js.errors.APIError) and error.code == 503
-
-
-def _said(error: BaseException) -> str:
-    if isinstance(
-        error, nats.js.errors.ServiceUnavailableError | nats.errors.NoRespondersError
-    ):
-        return "no leader to answer (a stream electing one, or a server restarting)"
-    if isinstance(error, nats.js.errors.APIError):
-        return (
-            f"JetStream answered {error.code}: {error.description or 'no description'}"
-        )
-    return f"the NATS connection failed ({type(error).__name__})"
