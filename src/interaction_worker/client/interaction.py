@@ -19,6 +19,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 
+from ..config import defaults
 from ..contracts import (
     ExternalResult,
     McpDiscoverOutput,
@@ -84,7 +85,7 @@ class InteractionClient:
         self,
         nc: Client,
         *,
-        prefix: str = "interaction",
+        prefix: str = defaults.PREFIX,
         timeout: float = DEFAULT_TIMEOUT,
         inbox_prefix: str = DEFAULT_INBOX_PREFIX,
     ) -> None:

@@ -25,6 +25,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.nuid import NUID
 
+from ..config import defaults
 from .endpoints import Endpoint
 from .incoming import own_prefixes
 
@@ -83,7 +84,7 @@ class Discovery:
         version: str | None = None,
         metadata: Mapping[str, str] | None = None,
         instance: str | None = None,
-        reply_prefixes: tuple[str, ...] = ("_INBOX.",),
+        reply_prefixes: tuple[str, ...] = defaults.REPLY_PREFIXES,
     ) -> None:
         if SERVICE_NAME.fullmatch(name) is None:
             raise ValueError(
