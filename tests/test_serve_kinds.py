@@ -114,3 +114,11 @@ def test_a_file_that_serves_only_command_needs_a_command_protocol(
         "command",
         "catalog",
     )
+
+
+def test_the_faststream_router_subscribes_only_the_kinds_served() -> None:
+    router = InteractionWorker(serve=["tool", "list"]).router(prefix="p")
+
+    subjects = " ".join(repr(getattr(s, "subject", None)) for s in router.subscribers)
+    assert len(router.subscribers) == 2
+    assert "p.tool.call" in subjects and "p.tool.list" in subjects
