@@ -122,3 +122,9 @@ def test_the_faststream_router_subscribes_only_the_kinds_served() -> None:
     subjects = " ".join(repr(getattr(s, "subject", None)) for s in router.subscribers)
     assert len(router.subscribers) == 2
     assert "p.tool.call" in subjects and "p.tool.list" in subjects
+
+
+def test_the_capabilities_are_the_nodes_a_worker_has_and_serves() -> None:
+    worker = InteractionWorker(mcp={}, output=None, serve=["mcp", "output", "list"])
+
+    assert worker.capabilities == ["INTERACTION.ACT.MCP"]

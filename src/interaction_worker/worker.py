@@ -175,12 +175,14 @@ class InteractionWorker:
 
     @property
     def capabilities(self) -> list[str]:
-        nodes = [TOOL_NODE, OBSERVE_NODE]
-        if self.mcp is not None:
-            nodes.append(MCP_NODE)
-        if self.output is not None:
-            nodes.append(OUTPUT_NODE)
-        return nodes
+        """The seed's nodes this worker implements: those it has and serves (`serve`)."""
+        has = {
+            TOOL_NODE: "tool",
+            OBSERVE_NODE: "observe",
+            MCP_NODE: "mcp" if self.mcp is not None else None,
+            OUTPUT_NODE: "output" if self.output is not None else None,
+        }
+        return [node for node, kind in has.items() if kind in self.serve]
 
     async def call_tool(
         self,
