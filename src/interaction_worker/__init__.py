@@ -77,6 +77,7 @@ if typing.TYPE_CHECKING:
     from .nodes import ToolContext as ToolContext
     from .nodes import ToolRegistry as ToolRegistry
     from .nodes import observe_external_result as observe_external_result
+    from .subscribers import BindingOptions as BindingOptions
     from .worker import InteractionWorker as InteractionWorker
 
 # Declared for type checkers; a bare annotation binds nothing, so the loader serves it too.
