@@ -80,6 +80,26 @@ async def test_a_first_call_is_claimed_started_and_recorded() -> None:
     }
 
 
+async def test_a_call_that_may_run_again_is_claimed_started_in_one_write() -> None:
+    store = MemoryStore()
+    clock = Clock()
+    claim = await ledger(store, clock, lease=0.3).begin(KEY, PRINT, rerunnable=True)
+    assert isinstance(claim, Claim)
+    assert document(store)["state"] == "started"
+    claimed = store._entries[KEY].revision
+
+    await claim.start()  # the store holds the mark already: nothing is written
+
+    assert claim.started
+    assert store._entries[KEY].revision == claimed
+    clock.now += 10
+    await asyncio.sleep(0.15)  # a renewal keeps it started
+    assert store._entries[KEY].revision > claimed
+    assert document(store)["state"] == "started"
+    await claim.done({"result": {"status": "success"}})
+    assert document(store)["state"] == "done"
+
+
 async def test_a_recorded_call_is_found_not_claimed_again() -> None:
     store = MemoryStore()
     first = await ledger(store).begin(KEY, PRINT, rerunnable=False)
@@ -181,7 +201,10 @@ async def test_a_stale_claim_is_taken_over_as_wire_md_8_3_says(
     assert isinstance(claim, Claim) and claim.unknown is unknown
     # Taken over to say `unknown`, it stays started: a worker dying before that record must not
     # leave "never started" behind.
-    assert document(store)["state"] == ("started" if unknown else "claimed")
+    # A call that may run again is taken over `started` at once, as it is first claimed.
+    assert document(store)["state"] == (
+        "started" if unknown or rerunnable else "claimed"
+    )
     assert document(store)["worker"] == "w-1"
     claim.abandon()
 

@@ -7,6 +7,9 @@ or says honestly that the outcome cannot be known.
            stale: a new claim           stale: a new claim when the call may run again,
                                         else the outcome `unknown`
 
+A call that may run again after a crash (an idempotent or read-only tool) is claimed `started` at once:
+for it both claims lead to the same, so the mark costs no write of its own (docs/wire.md 8).
+
 Every write is a compare-and-set on the key's revision, so two workers (or two retries) never both
 hold a claim: the loser reads what the winner wrote.
 
@@ -151,9 +154,17 @@ class Ledger:
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self.wait
         for _ in range(_MAX_ROUNDS):
+            # A call that may run again is claimed `started` at once: after a crash, a `claimed`
+            # and a `started` claim of it lead to the same (it runs again), so the mark is written
+            # with the claim, one write fewer (docs/wire.md 8).
+            first = "started" if rerunnable else "claimed"
             try:
-                revision = await self.store.create(key, self.claim_record(fingerprint))
-                return self._claim(key, revision, fingerprint, unknown=False)
+                revision = await self.store.create(
+                    key, self.claim_record(fingerprint, first)
+                )
+                return self._claim(
+                    key, revision, fingerprint, unknown=False, marked=rerunnable
+                )
             except Conflict:
                 pass
             entry = await self.store.get(key)
@@ -185,14 +196,16 @@ class Ledger:
             # A stale claim: its worker is gone.
             # Taken over to record `unknown`, the claim stays `started`: were this worker to die
             # before that record, the next one must not read "never started" and run the call.
-            state = "started" if unknown else "claimed"
+            state = "started" if unknown or rerunnable else "claimed"
             try:
                 revision = await self.store.update(
                     key, self.claim_record(fingerprint, state), entry.revision
                 )
             except Conflict:
                 continue
-            return self._claim(key, revision, fingerprint, unknown=unknown)
+            return self._claim(
+                key, revision, fingerprint, unknown=unknown, marked=rerunnable
+            )
         raise StillRunning(key)
 
     def stale_for(self, key: str, revision: int) -> float:
@@ -263,9 +276,15 @@ class Ledger:
         ).encode()
 
     def _claim(
-        self, key: str, revision: int, fingerprint: str, *, unknown: bool
+        self,
+        key: str,
+        revision: int,
+        fingerprint: str,
+        *,
+        unknown: bool,
+        marked: bool = False,
     ) -> "Claim":
-        return Claim(self, key, revision, fingerprint, unknown=unknown)
+        return Claim(self, key, revision, fingerprint, unknown=unknown, marked=marked)
 
 
 class Claim:
@@ -279,12 +298,16 @@ class Claim:
         fingerprint: str,
         *,
         unknown: bool,
+        marked: bool = False,
     ) -> None:
         self.ledger = ledger
         self.key = key
         self.revision = revision
         self.fingerprint = fingerprint
         self.unknown = unknown
+        # The store holds the claim as `started` already (a call that may run again): `start`
+        # has nothing to write.
+        self.marked = marked
         self.started = False
         self.lost = False
         self._writing = asyncio.Lock()
@@ -305,6 +328,9 @@ class Claim:
         Raises:
             StoreUnavailable: the mark could not be written; the side effect must not start.
         """
+        if self.marked:
+            self.started = True
+            return
         ledger = self.ledger
         value = ledger.claim_record(self.fingerprint, "started")
         loop = asyncio.get_running_loop()
@@ -363,7 +389,7 @@ class Claim:
         try:
             while True:
                 try:
-                    await self._write(value)
+                    await self._write(value, last=True)
                     stored = True
                     return True
                 except Conflict:
@@ -426,7 +452,11 @@ class Claim:
         try:
             while True:
                 try:
-                    async with self._writing:
+                    if self._writing.locked():
+                        async with self._writing:
+                            await ledger.store.delete(self.key, self.revision)
+                    else:
+                        # Renewing has stopped and none is being written: no write to wait for.
                         await ledger.store.delete(self.key, self.revision)
                     return
                 except (Conflict, StoreUnavailable) as error:
@@ -475,7 +505,15 @@ class Claim:
         each message ends, however it ends, so no renewal outlives its message."""
         self._stop_renewing()
 
-    async def _write(self, value: bytes) -> None:
+    async def _write(self, value: bytes, *, last: bool = False) -> None:
+        """Write `value` at the claim's revision, after a renewal being written. `last`: renewing
+        has stopped, so no renewal can start meanwhile and, none being written, no lock is taken
+        (three coroutines a write)."""
+        if last and not self._writing.locked():
+            self.revision = await self.ledger.store.update(
+                self.key, value, self.revision
+            )
+            return
         async with self._writing:
             self.revision = await self.ledger.store.update(
                 self.key, value, self.revision
@@ -500,7 +538,7 @@ class Claim:
             async with self._writing:
                 if not self._renewing:
                     return  # the outcome or the release came first
-                state = "started" if self.started else "claimed"
+                state = "started" if self.started or self.marked else "claimed"
                 self.revision = await ledger.store.update(
                     self.key,
                     ledger.claim_record(self.fingerprint, state),
