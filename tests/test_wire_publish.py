@@ -354,3 +354,16 @@ async def test_without_the_non_public_methods_the_public_publish_writes_everythi
         expected = await written_by(written, public(client, publishes))
         actual = await written_by(written, publisher.publish(publishes))
         assert actual == expected
+
+
+async def test_an_acknowledgement_is_written_as_msg_ack_writes_it(
+    connection: tuple[Client, list[bytes]],
+) -> None:
+    client, written = connection
+    reply = "$JS.ACK.CALLS.workers-tool.1.42.42.1800000000000000000.0"
+    expected = await written_by(written, Msg(client, reply=reply).ack())
+    actual = await written_by(
+        written, WirePublisher(client).acknowledge(Msg(client, reply=reply))
+    )
+    assert expected == b"PUB " + reply.encode() + b"  0\r\n\r\n"
+    assert actual == expected

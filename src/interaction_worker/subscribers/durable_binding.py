@@ -53,6 +53,7 @@ from .fetch_failures import failure_said
 from .handler import MessageHandler
 from .in_progress import ProgressReports
 from .incoming import Incoming
+from .jetstream_messages import delivered
 from .nats_binding import NatsBinding
 from .outages import Outage
 from .outgoing import Publish
@@ -225,12 +226,11 @@ class DurableBinding(ConsumerLoops):
         endpoint.requests += 1
         started = clock()
         settings = self.settings
-        meta = msg.metadata
-        number = meta.num_delivered or 1
+        number, sequence = delivered(msg)
         delivery = Delivery(
             number=number,
             last=number >= settings.max_deliver,
-            letter_id=f"dead:{self._stream}:{meta.sequence.stream}",
+            letter_id=f"dead:{self._stream}:{sequence}",
         )
         # The message's own reply subject is JetStream's acknowledgement subject: the reply goes
         # only to Interaction-Reply-To (wire.md 7).
@@ -269,7 +269,7 @@ class DurableBinding(ConsumerLoops):
             if any(subject.startswith(dead) for subject, _, _ in publishes):
                 await msg.term()
             else:
-                await msg.ack()
+                await self._wire.acknowledge(msg)
         except asyncio.CancelledError:
             if not self.closing:
                 self.lost += 1
