@@ -14,7 +14,7 @@ from nats.js import api
 
 from interaction_worker.subscribers.acked_publish import AckedPublisher
 from interaction_worker.subscribers.event_writer import EventsNotStored, JetStreamEvents
-from interaction_worker.subscribers.outgoing import Publish
+from interaction_worker.subscribers.outgoing import Publish, wire_headers
 
 
 @pytest.fixture
@@ -131,3 +131,47 @@ async def test_past_fifty_batches_in_flight_a_call_s_events_go_one_at_a_time(
 
     assert await stored(client, name) == 2
     assert events_writer.peak_batches == 0
+
+
+def wired(name: str, call_id: str) -> list[Publish]:
+    """`events`, each with its header block ready, as `outgoing` builds the worker's."""
+    return [
+        (
+            subject,
+            payload,
+            wire_headers(
+                dict(headers or {}),
+                f"NATS/1.0\r\nNats-Msg-Id: {(headers or {})['Nats-Msg-Id']}\r\n\r\n",
+            ),
+        )
+        for subject, payload, headers in events(name, call_id)
+    ]
+
+
+async def test_events_with_their_header_blocks_are_queued_at_once_and_each_acknowledged(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = await stream(client, atomic=False)
+    events_writer = await writer(client, name, atomic=False)
+
+    async def no_coroutine(writes: object) -> None:
+        raise AssertionError("queued without `send`")
+
+    monkeypatch.setattr(events_writer.publisher, "send", no_coroutine)
+    await events_writer.write(wired(name, "c-1"))
+    await events_writer.write(wired(name, "c-1"))  # a retry: deduplicated by its id
+
+    assert await stored(client, name) == 2
+    got = await client.jetstream().get_last_msg(name, f"{name}.result.c-1")
+    assert got.headers == {"Nats-Msg-Id": "r:c-1"}
+    assert got.data == b'{"status":"success"}'
+
+
+async def test_events_with_header_blocks_no_stream_captures_are_said_not_stored(
+    client: Client,
+) -> None:
+    events_writer = await writer(client, "NONE", atomic=False)
+    with pytest.raises(EventsNotStored) as failed:
+        await events_writer.write(wired(f"none{uuid.uuid4().hex[:6]}", "c-1"))
+    assert len(failed.value.events) == 2
+    assert "no stream answered" in failed.value.reason

@@ -19,6 +19,7 @@ Measured against one event at a time it costs more (docs/benchmarks.md), so dura
 off.
 """
 
+import asyncio
 import base64
 import binascii
 import json
@@ -28,7 +29,7 @@ from typing import Protocol
 
 from .acked_publish import AckedPublisher, Write, WriteFailed
 from .outgoing import Publish, wire_headers
-from .wire_publish import header_block
+from .wire_publish import INVALID_SUBJECT, header_block
 
 # The stream refused the batch: it holds one of its message ids; too many batches are in flight;
 # atomic publish is off.
@@ -108,7 +109,7 @@ class JetStreamEvents:
             if await self._batched(events):
                 return
         try:
-            futures = await self.publisher.send(events)
+            futures = self._queued(events) or await self.publisher.send(events)
         except WriteFailed as failed:
             raise EventsNotStored(list(events), failed.reason) from None
         unstored: list[Publish] = []
@@ -126,6 +127,38 @@ class JetStreamEvents:
                 reason = refusal[1]
         if unstored:
             raise EventsNotStored(unstored, reason)
+
+    def _queued(self, events: Sequence[Publish]) -> list[asyncio.Future[bytes]] | None:
+        """The events queued without a coroutine when each comes with its header block (as
+        `outgoing` builds an event's); None when one does not, and none was queued."""
+        blocks: list[bytes] = []
+        for _, _, headers in events:
+            wire = getattr(headers, "wire", None)
+            if type(wire) is not bytes:
+                return None
+            blocks.append(wire)
+        futures: list[asyncio.Future[bytes]] = []
+        write = self.publisher.write_nowait
+        for index, (subject, payload, _) in enumerate(events):
+            future = (
+                write(subject, payload, blocks[index])
+                if INVALID_SUBJECT.search(subject) is None
+                else None
+            )
+            if future is None:
+                if index == 0:
+                    return None
+                # Not connected any more, or a subject the public `publish` refuses: the ones
+                # queued are written; this one and those after it fail, and are written again.
+                for _ in range(index, len(events)):
+                    failed = asyncio.get_running_loop().create_future()
+                    failed.set_exception(
+                        WriteFailed("not queued after the events before it", sent=False)
+                    )
+                    futures.append(failed)
+                return futures
+            futures.append(future)
+        return futures
 
     async def _batched(self, events: Sequence[Publish]) -> bool:
         """Whether `events` were stored as one atomic batch; False: write them one by one.
