@@ -18,8 +18,13 @@ RECORD_ENVELOPE = 1024
 def fingerprint(value: object) -> str:
     """The lowercase hex SHA-256 of `value`'s canonical JSON: sorted keys, no spaces, non-ASCII kept,
     numbers as parsed."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = _CANONICAL.encode(value)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# What `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)` uses, made
+# once (`dumps` with options builds one per call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def timestamp(seconds: float) -> str:
