@@ -12,6 +12,7 @@ from interaction_worker.ledger import (
     Claim,
     Conflict,
     CorruptRecord,
+    Encoded,
     Entry,
     FingerprintMismatch,
     Ledger,
@@ -627,3 +628,47 @@ async def test_a_claim_taken_over_by_another_worker_is_never_released_by_the_fir
     await claim.release()
 
     assert document(store)["worker"] == "w-2"
+
+
+def test_an_outcome_encoded_already_is_written_with_its_own_bytes() -> None:
+    result = {"callId": "c-1", "status": "success", "content": "é"}
+    # The reply's JSON, as `outgoing` encoded it: a record writes these bytes, not its own.
+    reply_json = '{"callId":"c-1","status":"success","content":"é"}'.encode()
+    record = Record(
+        state="done",
+        fingerprint=PRINT,
+        worker="w-1",
+        at=0.0,
+        outcome={"result": Encoded(result, reply_json)},
+    )
+
+    value = record.encode()
+
+    assert value == (
+        b'{"state":"done","worker":"w-1","at":"1970-01-01T00:00:00.000Z","fingerprint":"'
+        + PRINT.encode()
+        + b'","result":'
+        + reply_json
+        + b"}"
+    )
+    assert Record.decode(value).outcome == {"result": result}
+    # Encoded as a dict is, byte for byte.
+    assert value == json.dumps(
+        {**json.loads(value), "result": result}, separators=(",", ":"), ensure_ascii=False
+    ).encode()
+
+
+def test_a_tool_call_s_done_record_carries_the_result_as_its_reply_does() -> None:
+    from interaction_worker.subscribers import Subjects
+    from interaction_worker.subscribers.outgoing import Outgoing
+    from interaction_worker.subscribers.requests.ledgered import ToolTerms
+
+    result = {"callId": "c-1", "source": "t", "status": "success", "content": "x"}
+    outgoing = Outgoing(Subjects("interaction"))
+    recorded = ToolTerms(None, outgoing).record(result)  # type: ignore[arg-type]
+
+    assert recorded is not None
+    _, result_json, _ = outgoing.fit_result(result, None)
+    assert type(recorded["result"]) is Encoded
+    assert recorded["result"].json == result_json
+    assert recorded["result"] == result

@@ -4,7 +4,7 @@ the bus bindings give it a JetStream bucket."""
 
 from .counted import CountedStore
 from .ledger import Claim, FingerprintMismatch, Ledger, Recorded, StillRunning
-from .records import RECORD_ENVELOPE, CorruptRecord, Record, fingerprint
+from .records import RECORD_ENVELOPE, CorruptRecord, Encoded, Record, fingerprint
 from .store import Conflict, Entry, KeyValueStore, MemoryStore, StoreUnavailable
 from .waiting import Waiting, WaitingWrites
 
@@ -14,6 +14,7 @@ __all__ = [
     "Conflict",
     "CorruptRecord",
     "CountedStore",
+    "Encoded",
     "Entry",
     "FingerprintMismatch",
     "KeyValueStore",

@@ -3,6 +3,8 @@ JSON; and the fingerprint that tells a retry of a call from another call under t
 
 import hashlib
 import json
+from json.encoder import encode_basestring
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -53,6 +55,23 @@ def seconds_of(text: str) -> float:
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# A string's JSON, non-ASCII kept: what the encoder calls for one, without its Python method.
+_quote: Callable[[str], str] = encode_basestring
+
+
+class Encoded(dict[str, Any]):
+    """A JSON object and its JSON, encoded once (a result as its reply carries it): a record
+    writes these bytes instead of encoding the object again.
+
+    Attributes:
+        json: the object's compact JSON, UTF-8.
+    """
+
+    __slots__ = ("json",)
+
+    def __init__(self, value: dict[str, Any], json: bytes) -> None:
+        super().__init__(value)
+        self.json = json
 # The fields every record has: an outcome naming one of them is written as a dict would merge it.
 _ENVELOPE = frozenset({"state", "worker", "at", "leaseUntil", "fingerprint"})
 
@@ -85,12 +104,11 @@ class Record:
         outcome = self.outcome
         if outcome is not None and not _ENVELOPE.isdisjoint(outcome):
             return _dumps(self._document())  # an outcome field that replaces the envelope's
-        quote = _ENCODER.encode
         parts = [
             '{"state":',
-            quote(self.state),
+            _quote(self.state),
             ',"worker":',
-            quote(self.worker),
+            _quote(self.worker),
             ',"at":"',
             timestamp(self.at),
         ]
@@ -98,15 +116,25 @@ class Record:
             parts.append('","leaseUntil":"')
             parts.append(timestamp(self.lease_until))
         parts.append('","fingerprint":')
-        parts.append(quote(self.fingerprint))
-        if outcome is not None:
-            for name, value in outcome.items():
-                parts.append(",")
-                parts.append(quote(name))
-                parts.append(":")
-                parts.append(quote(value))
+        parts.append(_quote(self.fingerprint))
+        if outcome is None:
+            parts.append("}")
+            return "".join(parts).encode()
+        encoded: list[bytes] = []
+        for name, value in outcome.items():
+            parts.append(",")
+            parts.append(_quote(name))
+            parts.append(":")
+            if type(value) is Encoded:
+                # Encoded already: its bytes follow the envelope's.
+                encoded.append("".join(parts).encode())
+                encoded.append(value.json)
+                parts.clear()
+            else:
+                parts.append(_ENCODER.encode(value))
         parts.append("}")
-        return "".join(parts).encode()
+        encoded.append("".join(parts).encode())
+        return b"".join(encoded)
 
     def _document(self) -> dict[str, Any]:
         document: dict[str, Any] = {

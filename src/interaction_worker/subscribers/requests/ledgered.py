@@ -24,6 +24,7 @@ from ...errors import (
 )
 from ...ledger import (
     CorruptRecord,
+    Encoded,
     FingerprintMismatch,
     Ledger,
     Recorded,
@@ -299,8 +300,8 @@ class ToolTerms:
         ).to_wire()
 
     def record(self, outcome: dict[str, Any]) -> dict[str, Any] | None:
-        result, _, _ = self.outgoing.fit_result(outcome, None)
-        return {"result": result}
+        result, result_json, _ = self.outgoing.fit_result(outcome, None)
+        return {"result": Encoded(result, result_json)}
 
     def recorded(self, outcome: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = outcome["result"]
@@ -345,8 +346,10 @@ class McpTerms:
         result = outcome.result if isinstance(outcome, McpInvokeOutput) else outcome
         if not isinstance(result, ExternalResult) or invoke_not_sent(result):
             return None
-        document, _, _ = self.outgoing.fit_result(result.to_wire(), "invoke")
-        return {"result": document}
+        document, document_json, _ = self.outgoing.fit_result(
+            result.to_wire(), "invoke"
+        )
+        return {"result": Encoded(document, document_json)}
 
     def recorded(self, outcome: dict[str, Any]) -> McpOutcome:
         return check.external_result(outcome["result"])
