@@ -653,9 +653,14 @@ def test_an_outcome_encoded_already_is_written_with_its_own_bytes() -> None:
     )
     assert Record.decode(value).outcome == {"result": result}
     # Encoded as a dict is, byte for byte.
-    assert value == json.dumps(
-        {**json.loads(value), "result": result}, separators=(",", ":"), ensure_ascii=False
-    ).encode()
+    assert (
+        value
+        == json.dumps(
+            {**json.loads(value), "result": result},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode()
+    )
 
 
 def test_a_tool_call_s_done_record_carries_the_result_as_its_reply_does() -> None:
@@ -672,3 +677,37 @@ def test_a_tool_call_s_done_record_carries_the_result_as_its_reply_does() -> Non
     assert type(recorded["result"]) is Encoded
     assert recorded["result"].json == result_json
     assert recorded["result"] == result
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"tool": "t", "arguments": {"b": [1, 2.5, None, True], "a": "é\u2028\x01"}},
+        {"z": {"y": [1e16, -0.0, 3.141592653589793]}, "a": []},
+        {"server": "s", "tool": "\U0001f600", "arguments": {"n": 10**30}},
+    ],
+)
+def test_records_and_fingerprints_are_the_json_dumps_writes(value: Any) -> None:
+    import hashlib
+
+    canonical = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    assert fingerprint(value) == hashlib.sha256(canonical.encode()).hexdigest()
+    record = Record(
+        state="done", fingerprint="f", worker="w-é", at=0.0, outcome={"result": value}
+    )
+    assert (
+        record.encode()
+        == json.dumps(
+            {
+                "state": "done",
+                "worker": "w-é",
+                "at": "1970-01-01T00:00:00.000Z",
+                "fingerprint": "f",
+                "result": value,
+            },
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode()
+    )

@@ -3,10 +3,10 @@ JSON; and the fingerprint that tells a retry of a call from another call under t
 
 import hashlib
 import json
-from json.encoder import encode_basestring
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Literal
 
 State = Literal["claimed", "started", "done"]
@@ -20,13 +20,36 @@ RECORD_ENVELOPE = 1024
 def fingerprint(value: object) -> str:
     """The lowercase hex SHA-256 of `value`'s canonical JSON: sorted keys, no spaces, non-ASCII kept,
     numbers as parsed."""
-    text = _CANONICAL.encode(value)
+    text = _canonical(value)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-# What `json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)` uses, made
-# once (`dumps` with options builds one per call).
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def _encoder(*, sort_keys: bool) -> Callable[[object], str]:
+    """What `json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=…)` writes,
+    from an encoder made once: `dumps` with options builds one per call, and its Python `encode`
+    builds the C encoder under it per call too."""
+    python = json.JSONEncoder(
+        sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False
+    )
+    if c_make_encoder is None:
+        return python.encode
+    # The arguments `JSONEncoder.iterencode` gives it, without the check for circular values
+    # (a JSON document has none; one that had would fail with RecursionError).
+    chunks = c_make_encoder(
+        None,
+        python.default,
+        encode_basestring,
+        None,
+        ":",
+        ",",
+        sort_keys,
+        False,
+        True,
+    )
+    return lambda value: "".join(chunks(value, 0))
+
+
+_canonical = _encoder(sort_keys=True)
 
 
 def timestamp(seconds: float) -> str:
@@ -54,7 +77,7 @@ def seconds_of(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_compact = _encoder(sort_keys=False)
 # A string's JSON, non-ASCII kept: what the encoder calls for one, without its Python method.
 _quote: Callable[[str], str] = encode_basestring
 
@@ -72,12 +95,14 @@ class Encoded(dict[str, Any]):
     def __init__(self, value: dict[str, Any], json: bytes) -> None:
         super().__init__(value)
         self.json = json
+
+
 # The fields every record has: an outcome naming one of them is written as a dict would merge it.
 _ENVELOPE = frozenset({"state", "worker", "at", "leaseUntil", "fingerprint"})
 
 
 def _dumps(document: dict[str, Any]) -> bytes:
-    return _ENCODER.encode(document).encode()
+    return _compact(document).encode()
 
 
 class CorruptRecord(ValueError):
@@ -103,7 +128,9 @@ class Record:
         three records (docs/benchmarks.md)."""
         outcome = self.outcome
         if outcome is not None and not _ENVELOPE.isdisjoint(outcome):
-            return _dumps(self._document())  # an outcome field that replaces the envelope's
+            return _dumps(
+                self._document()
+            )  # an outcome field that replaces the envelope's
         parts = [
             '{"state":',
             _quote(self.state),
@@ -131,7 +158,7 @@ class Record:
                 encoded.append(value.json)
                 parts.clear()
             else:
-                parts.append(_ENCODER.encode(value))
+                parts.append(_compact(value))
         parts.append("}")
         encoded.append("".join(parts).encode())
         return b"".join(encoded)
