@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .records import CorruptRecord, Record
+from .records import CorruptRecord, Record, encode_record, quote
 from .store import Conflict, KeyValueStore, StoreUnavailable
 from .waiting import WaitingWrites
 
@@ -252,13 +252,7 @@ class Ledger:
         Raises:
             StoreUnavailable: the store did not take it (it may have landed).
         """
-        value = Record(
-            state="done",
-            fingerprint=fingerprint,
-            worker=self.worker,
-            at=self.clock(),
-            outcome=outcome,
-        ).encode()
+        value = self.done_record(fingerprint, outcome)
         try:
             await self.store.update(key, value, revision)
         except Conflict:
@@ -267,13 +261,27 @@ class Ledger:
 
     def claim_record(self, fingerprint: str, state: str = "claimed") -> bytes:
         now = self.clock()
-        return Record(
-            state="started" if state == "started" else "claimed",
-            fingerprint=fingerprint,
-            worker=self.worker,
-            at=now,
-            lease_until=now + self.lease,
-        ).encode()
+        return encode_record(
+            "started" if state == "started" else "claimed",
+            fingerprint,
+            self._worker_json,
+            now,
+            now + self.lease,
+        )
+
+    def done_record(self, fingerprint: str, outcome: dict[str, Any]) -> bytes:
+        return encode_record(
+            "done", fingerprint, self._worker_json, self.clock(), None, outcome
+        )
+
+    @property
+    def worker(self) -> str:
+        return self._worker
+
+    @worker.setter
+    def worker(self, worker: str) -> None:
+        self._worker = worker
+        self._worker_json = quote(worker)  # written in every record: quoted once
 
     def _claim(
         self,
@@ -374,13 +382,7 @@ class Claim:
         raises but a cancellation."""
         self._stop_renewing()
         ledger = self.ledger
-        value = Record(
-            state="done",
-            fingerprint=self.fingerprint,
-            worker=ledger.worker,
-            at=ledger.clock(),
-            outcome=outcome,
-        ).encode()
+        value = ledger.done_record(self.fingerprint, outcome)
         loop = asyncio.get_running_loop()
         give_up = None if ledger.persistent else loop.time() + ledger.lease
         delay = 0.05

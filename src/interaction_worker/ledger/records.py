@@ -55,10 +55,10 @@ _canonical = _encoder(sort_keys=True)
 def timestamp(seconds: float) -> str:
     """RFC 3339 in UTC, to the millisecond: `2026-12-01T12:00:00.000Z`."""
     # As datetime does: to the microsecond first (0.123 is 0.12299… as a float), then truncated.
-    micros = round(seconds * 1_000_000)
-    whole, fraction = divmod(micros, 1_000_000)
+    whole, millis = divmod(round(seconds * 1_000_000) // 1000, 1000)
     # A call writes several times within one second, a claim's time and its lease's end: the
-    # formatted seconds are kept, a few (strftime costs more than the rest of a record's encoding).
+    # formatted seconds are kept, a few (strftime costs more than the rest of a record's encoding),
+    # and the milliseconds are made once.
     formatted = _seconds.get(whole)
     if formatted is None:
         if len(_seconds) >= _KEPT_SECONDS:
@@ -66,11 +66,12 @@ def timestamp(seconds: float) -> str:
         formatted = _seconds[whole] = datetime.fromtimestamp(whole, UTC).strftime(
             "%Y-%m-%dT%H:%M:%S."
         )
-    return f"{formatted}{fraction // 1000:03d}Z"
+    return formatted + _MILLIS[millis]
 
 
 _KEPT_SECONDS = 16
 _seconds: dict[int, str] = {}
+_MILLIS = tuple(f"{millis:03d}Z" for millis in range(1000))
 
 
 def seconds_of(text: str) -> float:
@@ -101,8 +102,67 @@ class Encoded(dict[str, Any]):
 _ENVELOPE = frozenset({"state", "worker", "at", "leaseUntil", "fingerprint"})
 
 
-def _dumps(document: dict[str, Any]) -> bytes:
-    return _compact(document).encode()
+def encode_record(
+    state: str,
+    fingerprint: str,
+    worker: str,
+    at: float,
+    lease_until: float | None = None,
+    outcome: dict[str, Any] | None = None,
+) -> bytes:
+    """A record's JSON, compact, non-ASCII kept, as `json.dumps` writes its document; `worker`
+    is the worker id's JSON string (`quote`), made once by the ledger. The ledger writes two or
+    three records a call: written field by field, not through a `Record` and a dict."""
+    if outcome is not None and not _ENVELOPE.isdisjoint(outcome):
+        # An outcome field that replaces the envelope's: as a dict merges it.
+        document: dict[str, Any] = {
+            "state": state,
+            "worker": json.loads(worker),
+            "at": timestamp(at),
+        }
+        if lease_until is not None:
+            document["leaseUntil"] = timestamp(lease_until)
+        document["fingerprint"] = fingerprint
+        document.update(outcome)
+        return _compact(document).encode()
+    parts = [
+        _STATES.get(state) or f'{{"state":{_quote(state)}',
+        ',"worker":',
+        worker,
+        ',"at":"',
+        timestamp(at),
+    ]
+    if lease_until is not None:
+        parts.append('","leaseUntil":"')
+        parts.append(timestamp(lease_until))
+    parts.append('","fingerprint":')
+    parts.append(_quote(fingerprint))
+    if outcome is None:
+        parts.append("}")
+        return "".join(parts).encode()
+    encoded: list[bytes] = []
+    for name, value in outcome.items():
+        parts.append(",")
+        parts.append(_quote(name))
+        parts.append(":")
+        if type(value) is Encoded:
+            # Encoded already: its bytes follow the envelope's.
+            encoded.append("".join(parts).encode())
+            encoded.append(value.json)
+            parts.clear()
+        else:
+            parts.append(_compact(value))
+    parts.append("}")
+    encoded.append("".join(parts).encode())
+    return b"".join(encoded)
+
+
+def quote(text: str) -> str:
+    """`text` as a JSON string, non-ASCII kept."""
+    return _quote(text)
+
+
+_STATES = {state: f'{{"state":"{state}"' for state in STATES}
 
 
 class CorruptRecord(ValueError):
@@ -123,58 +183,14 @@ class Record:
     )
 
     def encode(self) -> bytes:
-        """The record's JSON, compact, non-ASCII kept. Written field by field with one encoder
-        made once: `json.dumps` with options builds an encoder per call, and a call writes two or
-        three records (docs/benchmarks.md)."""
-        outcome = self.outcome
-        if outcome is not None and not _ENVELOPE.isdisjoint(outcome):
-            return _dumps(
-                self._document()
-            )  # an outcome field that replaces the envelope's
-        parts = [
-            '{"state":',
-            _quote(self.state),
-            ',"worker":',
+        return encode_record(
+            self.state,
+            self.fingerprint,
             _quote(self.worker),
-            ',"at":"',
-            timestamp(self.at),
-        ]
-        if self.lease_until is not None:
-            parts.append('","leaseUntil":"')
-            parts.append(timestamp(self.lease_until))
-        parts.append('","fingerprint":')
-        parts.append(_quote(self.fingerprint))
-        if outcome is None:
-            parts.append("}")
-            return "".join(parts).encode()
-        encoded: list[bytes] = []
-        for name, value in outcome.items():
-            parts.append(",")
-            parts.append(_quote(name))
-            parts.append(":")
-            if type(value) is Encoded:
-                # Encoded already: its bytes follow the envelope's.
-                encoded.append("".join(parts).encode())
-                encoded.append(value.json)
-                parts.clear()
-            else:
-                parts.append(_compact(value))
-        parts.append("}")
-        encoded.append("".join(parts).encode())
-        return b"".join(encoded)
-
-    def _document(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "state": self.state,
-            "worker": self.worker,
-            "at": timestamp(self.at),
-        }
-        if self.lease_until is not None:
-            document["leaseUntil"] = timestamp(self.lease_until)
-        document["fingerprint"] = self.fingerprint
-        if self.outcome is not None:
-            document.update(self.outcome)
-        return document
+            self.at,
+            self.lease_until,
+            self.outcome,
+        )
 
     @classmethod
     def decode(cls, value: bytes) -> "Record":
