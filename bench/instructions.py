@@ -21,7 +21,8 @@ Subjects:
   adapter     the same three messages through the worker's publishing adapter, when the tree has it
   worker-ledger
               the no-op tool call with the idempotency ledger on (`bench/responders.py
-              worker-ledger`): three acknowledged writes to a key-value bucket per call
+              worker-ledger`): two acknowledged writes to a key-value bucket per call (the
+              no-op tool is read-only: its claim is written `started` at once)
   worker-durable, worker-durable-ledger
               the no-op tool call in durable mode, without and with the ledger: the client publishes
               each call into the calls stream (awaiting its PubAck) and waits for its reply

@@ -13,7 +13,8 @@ KIND is one of:
   router      interaction-worker's FastStream router binding, mounted in a plain NatsBroker
   worker-ledger
               `worker` with the idempotency ledger on (wire.md 8), in a JetStream key-value bucket of
-              its own (`bench_ledger_<pid>`): three writes per call before its reply and events
+              its own (`bench_ledger_<pid>`): two writes per call before its reply and events
+              (the no-op tool is read-only: its claim is written `started` at once, docs/wire.md 8)
   raw-durable a hand-written nats-py JetStream pull consumer: a work-queue stream of its own
               (`BENCH_RAW_<pid>`) over `interaction.tool.call` and a durable pull consumer on it;
               fetch in batches, parse each body as `raw` does, reply as `raw` does (to the

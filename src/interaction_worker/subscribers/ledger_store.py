@@ -2,8 +2,8 @@
 worker on the server sees the same claims, and each compare-and-set is decided once, by the stream.
 
 JetStream's revisions are the stream's sequence, which is what `MemoryStore` imitates; where nats-py
-differs from that contract, this module hides it from the ledger. The three writes of a call (create,
-update at a revision, delete at a revision) are publishes with JetStream's own headers
+differs from that contract, this module hides it from the ledger. A call's writes (create, update
+at a revision, delete at a revision) are publishes with JetStream's own headers
 (`Nats-Expected-Last-Subject-Sequence`, `KV-Operation: DEL`) on `AckedPublisher`, acknowledged on
 one reply subscription, not through nats-py's key-value layer and request machinery (about 200 µs
 of client CPU a write, docs/benchmarks.md); reads and watches, off the hot path, stay nats-py's. nats-py reports a lost compare-and-set three ways (a typed error on
