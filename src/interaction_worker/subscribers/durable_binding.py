@@ -57,6 +57,7 @@ from .jetstream_messages import delivered
 from .nats_binding import NatsBinding
 from .outages import Outage
 from .outgoing import Publish
+from .queued_next import take_queued_first
 from .slots import Slots
 from .subjects import Kind
 from .wire_publish import WirePublisher
@@ -182,6 +183,7 @@ class DurableBinding(ConsumerLoops):
             subscription = await self._js.pull_subscribe_bind(
                 durable=config.durable_name, stream=self._stream
             )
+            take_queued_first(subscription)
             subscriptions.append((kind, subscription))
         await self.core.start()
         for kind, subscription in subscriptions:
