@@ -283,7 +283,7 @@ async def write_child(url: str, mode: str, calls: int, window: int) -> None:
         create = store.create
     elif mode == "acked-write":
         from interaction_worker.subscribers.acked_publish import AckedPublisher
-        from interaction_worker.subscribers.ledger_store import _ABSENT, _sequence
+        from interaction_worker.subscribers.kv_frames import ABSENT, acked_sequence
 
         publisher = AckedPublisher(nc, timeout=600.0)
         await publisher.open()
@@ -291,10 +291,10 @@ async def write_child(url: str, mode: str, calls: int, window: int) -> None:
 
         async def create(key: str, value: bytes) -> Any:
             subject = prefix + key
-            sent = publisher.write_nowait(subject, value, _ABSENT)
+            sent = publisher.write_nowait(subject, value, ABSENT)
             if sent is None:
-                sent = await publisher.send_one(subject, value, _ABSENT)
-            return _sequence(await sent)
+                sent = await publisher.send_one(subject, value, ABSENT)
+            return acked_sequence(await sent)
     else:
         create = kv.create
 

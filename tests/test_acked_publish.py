@@ -17,13 +17,13 @@ import pytest
 from nats.aio.client import Client
 from nats.js import api
 
+from interaction_worker.subscribers.acked_answers import WriteFailed
 from interaction_worker.subscribers.acked_publish import (
     AckedPublisher,
     Write,
-    WriteFailed,
     _plain,
 )
-from interaction_worker.subscribers.ledger_store import _deleting, _expecting
+from interaction_worker.subscribers.kv_frames import deleting, expecting
 from interaction_worker.subscribers.outgoing import JSON_HEADERS, wire_headers
 
 TRACE = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
@@ -39,9 +39,9 @@ EVENT = wire_headers(
 )
 
 WRITES: list[list[Write]] = [
-    [("$KV.b.tool.c-1", b'{"state":"claimed"}', _expecting(0))],
-    [("$KV.b.tool.c-1", b'{"state":"started"}', _expecting(12))],
-    [("$KV.b.tool.c-1", b"", _deleting(13))],
+    [("$KV.b.tool.c-1", b'{"state":"claimed"}', expecting(0))],
+    [("$KV.b.tool.c-1", b'{"state":"started"}', expecting(12))],
+    [("$KV.b.tool.c-1", b"", deleting(13))],
     [
         ("t.tool.result.c-1", b'{"callId":"c-1"}', EVENT),
         ("t.tool.observation.c-1", b"{}", {**EVENT, **TRACE}),

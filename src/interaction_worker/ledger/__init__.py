@@ -2,8 +2,9 @@
 answered `unknown` when that cannot be known. A state machine over an injected key-value store;
 the bus bindings give it a JetStream bucket."""
 
+from .claim import Claim
 from .counted import CountedStore
-from .ledger import Claim, FingerprintMismatch, Ledger, Recorded, StillRunning
+from .ledger import FingerprintMismatch, Ledger, Recorded, StillRunning
 from .records import RECORD_ENVELOPE, CorruptRecord, Encoded, Record, fingerprint
 from .store import Conflict, Entry, KeyValueStore, MemoryStore, StoreUnavailable
 from .waiting import Waiting, WaitingWrites

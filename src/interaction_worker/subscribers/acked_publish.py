@@ -9,16 +9,12 @@ read loop, with the answer's bytes. No timer per write, nor a clock read: one sw
 of `timeout` while writes are waiting, marks where the writes sent so far end and fails those sent
 before a mark older than `timeout` (between `timeout` and a quarter more after they were sent).
 
-The subscription is nats-py's own (`subscribe(subject, future=...)`: its messages are handed to the
-future's `set_result` as they are read, and it is subscribed again after a reconnect); what it is
-given as a future is this module's table of waiting writes. Its answers are taken before nats-py
-builds a message object for them: the connection's `_process_msg`, which nats-py's parser calls for
-every message, is wrapped so that the subscription's pass straight to the table (the others go on
-as they did). nats-py's connection statistics (`Client.stats`) do not count these writes and
-answers: four integer updates a write were a tenth of its cost (docs/benchmarks.md).
-tests/test_acked_publish.py compares the bytes with what the public `publish` writes with the same
-reply subject; without the non-public methods every write goes through the public
-`publish`, and every answer through the subscription.
+Each answer is taken from nats-py's read loop before it builds a message object (`acked_answers`).
+nats-py's connection statistics (`Client.stats`) do not count these writes and answers: four
+integer updates a write were a tenth of its cost (docs/benchmarks.md). tests/test_acked_publish.py
+compares the bytes with what the public `publish` writes with the same reply subject; without the
+non-public methods every write goes through the public `publish`, and every answer through the
+subscription.
 
 A write is never queued on a connection that is not connected (nats-py would buffer it until a
 reconnect, or past its buffer drop it): it fails at once, certainly not sent, and the caller retries.
@@ -31,127 +27,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from nats.aio.client import Client
-from nats.aio.msg import Msg
 
+from .acked_answers import Waiting, WriteFailed, answered_early
 from .wire_publish import INVALID_SUBJECT, QueuedBytes, header_block
 
-# The server's status for a publish that nothing subscribes to: no stream captures the subject
-# (none exists, or it has no leader while its replicas elect one).
-_NO_RESPONDERS = "503"
+_CONNECTED = Client.CONNECTED
 
 # A write's headers: a mapping (encoded as nats-py encodes it, or carrying its block as `wire`), or
 # the `NATS/1.0` block itself, ready.
 Headers = Mapping[str, str] | bytes | None
 Write = tuple[str, bytes, Headers]
-
-
-class WriteFailed(Exception):
-    """A write that was not acknowledged: the caller writes it again.
-
-    Attributes:
-        sent: False when it certainly did not reach a stream (not connected, nothing captured its
-            subject); True when it may have been stored (no answer in time).
-    """
-
-    def __init__(self, reason: str, *, sent: bool) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.sent = sent
-
-
-class _Waiting:
-    """The writes waiting for their answer, by reply token: what nats-py's subscription takes for
-    its future, so that each answer is handed over as the read loop reads it."""
-
-    __slots__ = ("cut", "writes")
-
-    def __init__(self, cut: int) -> None:
-        self.cut = cut  # where a reply subject's token starts
-        # reply token -> its answer's future, in the order sent.
-        self.writes: dict[int, asyncio.Future[bytes]] = {}
-
-    def cancelled(self) -> bool:
-        return False
-
-    def set_result(self, msg: Msg) -> None:
-        """An answer as nats-py's subscription hands it over (when `_Answers` is not in place)."""
-        headers = msg.headers
-        status = headers.get("Status") if headers else None
-        self.answer(msg.subject.encode(), msg.data, status == _NO_RESPONDERS)
-
-    def answer(self, subject: bytes, data: bytes, unanswered: bool) -> None:
-        try:
-            future = self.writes.pop(int(subject[self.cut :]), None)
-        except ValueError:
-            return  # not a reply subject of these writes
-        if future is None:
-            return  # answered after it timed out: its writer has been told already
-        if future.done():
-            return  # its waiter was cancelled
-        if unanswered and not data:
-            future.set_exception(_no_stream())
-        else:
-            future.set_result(data)
-
-
-class _Answers:
-    """What nats-py's parser calls for each message it reads (`Client._process_msg`, wrapped, by
-    `process`): the answers of the publishers' subscriptions go to their tables at once, the rest on
-    to nats-py. A plain call, not a coroutine, so that the other messages pay one call, not a frame
-    more."""
-
-    __slots__ = ("client", "done", "original", "tables")
-
-    def __init__(self, client: Any, original: Any) -> None:
-        self.client = client
-        self.original = original
-        self.tables: dict[int, _Waiting] = {}
-        # What the parser awaits for an answer: done already.
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.done.set_result(None)
-
-    def process(
-        self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: Any
-    ) -> Any:
-        table = self.tables.get(sid)
-        if table is None:
-            return self.original(sid, subject, reply, data, headers)
-        try:
-            future = table.writes.pop(int(subject[table.cut :]), None)
-        except ValueError:
-            future = None  # not a reply subject of these writes
-        if future is not None:
-            if future.done():
-                pass  # its waiter was cancelled
-            elif data or headers is None or not headers.startswith(_NO_RESPONDERS_LINE):
-                future.set_result(data)
-            else:
-                future.set_exception(_no_stream())
-        return self.done
-
-
-_NO_RESPONDERS_LINE = b"NATS/1.0 503"
-_CONNECTED = Client.CONNECTED
-
-
-def _no_stream() -> WriteFailed:
-    return WriteFailed("no stream answered (no leader, or none)", sent=False)
-
-
-def _answered_early(client: Client, sid: int, table: _Waiting) -> None:
-    """Have nats-py's parser hand the answers on `sid` to `table` (left to the subscription when
-    the connection has no `_process_msg` to wrap)."""
-    current = client.__dict__.get("_process_msg")
-    answers = getattr(current, "__self__", None)
-    if isinstance(answers, _Answers):
-        answers.tables[sid] = table
-        return
-    original = getattr(client, "_process_msg", None)
-    if current is not None or not callable(original):
-        return
-    answers = _Answers(client, original)
-    answers.tables[sid] = table
-    client.__dict__["_process_msg"] = answers.process
 
 
 class AckedPublisher:
@@ -174,7 +59,7 @@ class AckedPublisher:
         self._prefix = ""
         self._reply = b""
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiting: _Waiting | None = None
+        self._waiting: Waiting | None = None
         self._opening = asyncio.Lock()
         self._sweep: asyncio.TimerHandle | None = None
         self._wakes: set[asyncio.Task[None]] = set()
@@ -203,13 +88,13 @@ class AckedPublisher:
             # character costs.
             prefix = client.new_inbox().rsplit(".", 1)[0]
             inbox = f"{prefix}.{secrets.token_hex(6)}"
-            waiting = _Waiting(len(inbox) + 1)
+            waiting = Waiting(len(inbox) + 1)
             # nats-py hands each message of a subscription made with a future to its set_result.
             subscription = await client.subscribe(
                 f"{inbox}.*", future=cast(Any, waiting)
             )
             if self._queued.fast:
-                _answered_early(client, subscription._id, waiting)
+                answered_early(client, subscription._id, waiting)
             self._prefix = f"{inbox}."
             self._reply = f"{inbox}.".encode()
             self._loop = asyncio.get_running_loop()

@@ -31,7 +31,8 @@ from nats.js import JetStreamContext
 from ..config import DurableSettings, defaults
 from ..errors import ServeError
 from ..ledger import KeyValueStore, StoreUnavailable, WaitingWrites
-from .acked_publish import AckedPublisher, WriteFailed
+from .acked_answers import WriteFailed
+from .acked_publish import AckedPublisher
 from .delivery import Delivery, Redeliver
 from .delivery import current as current_delivery
 from .discovery import ServedEndpoint

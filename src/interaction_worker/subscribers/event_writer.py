@@ -27,7 +27,8 @@ import secrets
 from collections.abc import Sequence
 from typing import Protocol
 
-from .acked_publish import AckedPublisher, Write, WriteFailed
+from .acked_answers import WriteFailed
+from .acked_publish import AckedPublisher, Write
 from .outgoing import Publish, wire_headers
 from .wire_publish import INVALID_SUBJECT, header_block
 

@@ -31,7 +31,9 @@ from nats.js import JetStreamContext, api
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
 from ..ledger.store import Conflict, Entry, StoreUnavailable
-from .acked_publish import AckedPublisher, WriteFailed
+from .acked_answers import WriteFailed
+from .acked_publish import AckedPublisher
+from .kv_frames import ABSENT, acked_sequence, deleting, expecting
 
 _LOGGER = logging.getLogger("interaction_worker")
 _BUCKET_NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -146,9 +148,9 @@ class JetStreamStore:
             # revision is the marker's, which nats-py's create finds and retries with.
             subject = self._subject + key
             assert self._writes is not None  # bound by open
-            sent = self._writes.write_nowait(subject, value, _ABSENT)
-            answer = await (sent or self._sent(subject, value, _ABSENT))
-            sequence = _sequence(answer)
+            sent = self._writes.write_nowait(subject, value, ABSENT)
+            answer = await (sent or self._sent(subject, value, ABSENT))
+            sequence = acked_sequence(answer)
             if sequence is not None:
                 return sequence
             return self._revision(answer, key, "create")
@@ -175,14 +177,14 @@ class JetStreamStore:
         if self._kv is None:
             await self.open()
         subject = self._subject + key
-        block = _expecting(revision)
+        block = expecting(revision)
         assert self._writes is not None  # bound by open
         try:
             sent = self._writes.write_nowait(subject, value, block)
             answer = await (sent or self._sent(subject, value, block))
         except WriteFailed as failed:
             raise self._failed(failed, key, "update") from None
-        sequence = _sequence(answer)
+        sequence = acked_sequence(answer)
         if sequence is not None:
             return sequence
         return self._revision(answer, key, "update")
@@ -193,7 +195,7 @@ class JetStreamStore:
         if self._kv is None:
             await self.open()
         subject = self._subject + key
-        block = _deleting(revision)
+        block = deleting(revision)
         assert self._writes is not None  # bound by open
         try:
             sent = self._writes.write_nowait(subject, b"", block)
@@ -227,7 +229,7 @@ class JetStreamStore:
             Conflict: the key was not at the expected revision.
             StoreUnavailable: JetStream refused the write otherwise.
         """
-        sequence = _sequence(answer)
+        sequence = acked_sequence(answer)
         if sequence is not None:
             return sequence
         try:
@@ -367,36 +369,6 @@ class JetStreamStore:
             said = err.description or f"code {err.code}"
             return f"JetStream refused the request ({said}, error {err.err_code})"
         return f"the NATS client failed ({type(err).__name__})"
-
-
-def _expecting(revision: int) -> bytes:
-    """The header block of a write at the key's `revision` (0: the key must be absent), as nats-py
-    encodes `{"Nats-Expected-Last-Subject-Sequence": str(revision)}`."""
-    return b"%s%d\r\n\r\n" % (_EXPECTING, revision)
-
-
-def _deleting(revision: int) -> bytes:
-    """The header block of a delete marker at the key's `revision`, as nats-py's `kv.delete`
-    encodes it."""
-    return b"%s%d\r\n\r\n" % (_DELETING, revision)
-
-
-_EXPECTING = b"NATS/1.0\r\nNats-Expected-Last-Subject-Sequence: "
-_DELETING = b"NATS/1.0\r\nKV-Operation: DEL\r\nNats-Expected-Last-Subject-Sequence: "
-_ABSENT = _expecting(0)
-
-
-def _sequence(answer: bytes) -> int | None:
-    """The sequence of a PubAck as the server writes a key-value write's, `{"stream":"KV_b",
-    "seq":12}` (read without a JSON parser: a call makes three such writes); None for anything
-    else (`_revision` then reads it as JSON)."""
-    head, found, tail = answer.rpartition(b'"seq":')
-    if not found or not tail.endswith(b"}") or b'"error"' in head:
-        return None
-    try:
-        return int(tail[:-1])
-    except ValueError:
-        return None
 
 
 def _entry(found: KeyValue.Entry) -> Entry:
