@@ -2,7 +2,7 @@
 
 An `AckedPublisher`'s reply subscription is nats-py's own (`subscribe(subject, future=...)`: its
 messages are handed to the future's `set_result` as they are read, and it is subscribed again after
-a reconnect); what it is given as a future is a `Waiting` table of the writes waiting for their
+a reconnect); what it is given as a future is an `AnswerTable` of the writes waiting for their
 answer. The answers are taken before nats-py builds a message object for them: the connection's
 `_process_msg`, which nats-py's parser calls for every message, is wrapped (`answered_early`) so
 that the subscription's pass straight to the table, the others going on as they did. Without that
@@ -35,7 +35,7 @@ class WriteFailed(Exception):
         self.sent = sent
 
 
-class Waiting:
+class AnswerTable:
     """The writes waiting for their answer, by reply token: what nats-py's subscription takes for
     its future, so that each answer is handed over as the read loop reads it."""
 
@@ -81,7 +81,7 @@ class _Answers:
     def __init__(self, client: Any, original: Any) -> None:
         self.client = client
         self.original = original
-        self.tables: dict[int, Waiting] = {}
+        self.tables: dict[int, AnswerTable] = {}
         # What the parser awaits for an answer: done already.
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.done.set_result(None)
@@ -110,7 +110,7 @@ def no_stream() -> WriteFailed:
     return WriteFailed("no stream answered (no leader, or none)", sent=False)
 
 
-def answered_early(client: Client, sid: int, table: Waiting) -> None:
+def answered_early(client: Client, sid: int, table: AnswerTable) -> None:
     """Have nats-py's parser hand the answers on `sid` to `table` (left to the subscription when
     the connection has no `_process_msg` to wrap)."""
     current = client.__dict__.get("_process_msg")

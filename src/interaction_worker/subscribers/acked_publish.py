@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from nats.aio.client import Client
 
-from .acked_answers import Waiting, WriteFailed, answered_early
+from .acked_answers import AnswerTable, WriteFailed, answered_early
 from .wire_publish import INVALID_SUBJECT, QueuedBytes, header_block
 
 _CONNECTED = Client.CONNECTED
@@ -59,7 +59,7 @@ class AckedPublisher:
         self._prefix = ""
         self._reply = b""
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiting: Waiting | None = None
+        self._waiting: AnswerTable | None = None
         self._opening = asyncio.Lock()
         self._sweep: asyncio.TimerHandle | None = None
         self._wakes: set[asyncio.Task[None]] = set()
@@ -88,7 +88,7 @@ class AckedPublisher:
             # character costs.
             prefix = client.new_inbox().rsplit(".", 1)[0]
             inbox = f"{prefix}.{secrets.token_hex(6)}"
-            waiting = Waiting(len(inbox) + 1)
+            waiting = AnswerTable(len(inbox) + 1)
             # nats-py hands each message of a subscription made with a future to its set_result.
             subscription = await client.subscribe(
                 f"{inbox}.*", future=cast(Any, waiting)
