@@ -55,10 +55,10 @@ def parts(calls: int) -> list[CallPart]:
 
     from interaction_worker import InteractionWorker, Sandbox
     from interaction_worker.contracts import parse_json_object
+    from interaction_worker.contracts.wire import Subjects
     from interaction_worker.nodes import ToolContext, wire_observation
     from interaction_worker.subscribers.handler import MessageHandler
     from interaction_worker.subscribers.incoming import Incoming
-    from interaction_worker.subscribers.subjects import Subjects
 
     try:
         from interaction_worker.nodes import (  # type: ignore[attr-defined,unused-ignore]

@@ -20,8 +20,8 @@ import yaml
 from nats_conf import parse
 
 from interaction_worker.config import Settings, parse_settings
+from interaction_worker.contracts.wire import DURABLE_KINDS
 from interaction_worker.embedded import find_nats_server
-from interaction_worker.subscribers.durable_streams import DURABLE_KINDS
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
+from interaction_worker.contracts.wire import IdNames
 from interaction_worker.errors import Internal
 from interaction_worker.ledger import Ledger, MemoryStore
 from interaction_worker.nodes.side_effects import side_effect_starts
 from interaction_worker.subscribers import Incoming
-from interaction_worker.subscribers.dead_letters import IdNames
 from interaction_worker.subscribers.outgoing import Publish
 from interaction_worker.subscribers.requests import Ledgered
 

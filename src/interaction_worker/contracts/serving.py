@@ -15,7 +15,7 @@ EMPTY_RULE = "must name at least one kind: a worker that serves nothing answers 
 
 
 def served_kinds(names: Iterable[str]) -> frozenset[str]:
-    """The request kinds (`subscribers/subjects.py`) the serve names cover."""
+    """The request kinds (`contracts/wire.py`) the serve names cover."""
     return frozenset(kind for name in names for kind in (name, *_ALSO.get(name, ())))
 
 

@@ -3,6 +3,7 @@ dispatcher and the two bindings (nats-py and FastStream), the counters of each r
 (`endpoints`) and the NATS services discovery that reports them (`discovery`)."""
 
 from ..contracts.keys import NO_KEY, is_safe_header_value, subject_key
+from ..contracts.wire import KINDS, Kind, Subjects
 from .binding_options import BindingOptions
 from .discovery import SERVICE_NAME, Discovery, ServedEndpoint, package_version
 from .dispatcher import Dispatcher
@@ -15,7 +16,6 @@ from .ledger_store import JetStreamStore
 from .nats_binding import NatsBinding
 from .outgoing import Publish
 from .requests import Nodes
-from .subjects import KINDS, Kind, Subjects
 
 __all__ = [
     "BindingOptions",

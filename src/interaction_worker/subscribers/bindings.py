@@ -11,6 +11,7 @@ from faststream.nats import NatsRouter
 from nats.aio.client import Client as NatsClient
 
 from ..config import DurableSettings, IdempotencySettings
+from ..contracts.wire import Subjects
 from ..ledger import KeyValueStore, Ledger
 from .binding_options import BindingOptions
 from .durable_binding import DurableBinding
@@ -19,7 +20,6 @@ from .handler import MessageHandler
 from .ledger_store import JetStreamStore
 from .nats_binding import NatsBinding
 from .requests import Nodes
-from .subjects import Subjects
 
 __all__ = [
     "NatsClient",

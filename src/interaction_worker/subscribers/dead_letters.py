@@ -14,18 +14,6 @@ from ..contracts.keys import is_safe_header_value, redact_headers
 from ..errors import InteractionWorkerError
 
 
-@dataclass(frozen=True, slots=True)
-class IdNames:
-    """Where a dead letter carries its message's id: a body field and a header."""
-
-    field: str
-    header: str
-
-
-CALL_ID = IdNames("callId", "Interaction-Call-Id")
-DELIVERY_ID = IdNames("deliveryId", "Interaction-Delivery-Id")
-
-
 class UtcTimestamps:
     """The clock of dead letters: `2026-11-29T21:00:00.123Z`.
 

@@ -35,12 +35,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from ..config import defaults
+from ..contracts.wire import Kind
 from ..errors import InteractionWorkerError, Internal, Overloaded, ShuttingDown
 from .endpoints import Endpoint, clock
 from .handler import MessageHandler
 from .incoming import Incoming
 from .outgoing import Publish
-from .subjects import Kind
 
 Publisher = Callable[[list[Publish]], Awaitable[None]]
 _LOGGER = logging.getLogger("interaction_worker")

@@ -29,6 +29,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from ..config import DurableSettings, defaults
+from ..contracts.wire import CORE_KINDS, DURABLE_KINDS, Kind
 from ..errors import ServeError
 from ..ledger import KeyValueStore, StoreUnavailable, WaitingWrites
 from .acked_answers import WriteFailed
@@ -39,8 +40,6 @@ from .discovery import ServedEndpoint
 from .dispatcher import Dispatcher, Publisher
 from .durable_consumers import ConsumerLoops
 from .durable_streams import (
-    CORE_KINDS,
-    DURABLE_KINDS,
     consumer_config,
     consumer_name,
     ensure_consumer,
@@ -60,7 +59,6 @@ from .outages import Outage
 from .outgoing import Publish
 from .queued_next import take_queued_first
 from .slots import Slots
-from .subjects import Kind
 from .wire_publish import WirePublisher
 
 _LOGGER = logging.getLogger("interaction_worker")

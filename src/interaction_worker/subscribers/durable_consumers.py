@@ -14,10 +14,10 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from ..contracts.wire import Kind
 from .fetch_failures import expected_failure, failure_said
 from .outages import Outage
 from .slots import Slots
-from .subjects import Kind
 
 # Seconds one fetch waits for messages; a free slot held by an idle fetch is lost to the other
 # consumers that long.

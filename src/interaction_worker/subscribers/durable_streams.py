@@ -22,16 +22,12 @@ import nats.js.errors
 from nats.js import JetStreamContext, api
 
 from ..config import DurableSettings
+from ..contracts.wire import EVENTS, Kind, Subjects
 from ..errors import ServeError
-from .subjects import Kind, Subjects
 
 _LOGGER = logging.getLogger("interaction_worker")
 # The server's code for subjects that overlap another stream's.
 _OVERLAP = 10065
-# The families served from the calls stream, by their consumers, and those served by core
-# subscriptions beside them (request-reply questions, with nothing to lose).
-DURABLE_KINDS: tuple[Kind, ...] = ("tool", "mcp", "output", "command")
-CORE_KINDS: tuple[Kind, ...] = ("observe", "list", "catalog")
 
 
 @dataclass(frozen=True)
@@ -42,14 +38,7 @@ class Streams:
 
 
 # The event families the events stream captures, under the prefix (`P.<family>.<K>`).
-EVENT_FAMILIES = (
-    "tool.result",
-    "tool.observation",
-    "mcp.result",
-    "mcp.observation",
-    "output.receipt",
-    "command.done",
-)
+EVENT_FAMILIES = tuple(event.name for event in EVENTS)
 
 
 def stored_subjects(prefix: str, settings: DurableSettings) -> list[tuple[str, str]]:

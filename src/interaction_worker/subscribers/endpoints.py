@@ -18,8 +18,8 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable
 
+from ..contracts.wire import Kind
 from ..errors import InteractionWorkerError
-from .subjects import Kind
 
 # Nanoseconds, monotonic: the services protocol's unit, and an integer (adding it costs no float).
 clock: Callable[[], int] = time.perf_counter_ns

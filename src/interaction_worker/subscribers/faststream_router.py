@@ -57,10 +57,10 @@ from faststream.message import StreamMessage
 from faststream.nats import NatsRouter
 from nats.aio.msg import Msg
 
+from ..contracts.wire import Kind
 from ..ledger import KeyValueStore
 from .handler import MessageHandler
 from .incoming import Incoming
-from .subjects import Kind
 from .wire_publish import WirePublisher
 
 _LOGGER = logging.getLogger("interaction_worker")

@@ -19,6 +19,7 @@ from ..config import defaults
 from ..contracts import JsonRefused, parse_json_object
 from ..contracts.keys import NO_KEY, subject_key
 from ..contracts.serving import served_kinds
+from ..contracts.wire import KINDS, Kind, Subjects
 from ..errors import InteractionWorkerError, InvalidJson, Unavailable
 from ..ledger import RECORD_ENVELOPE, CountedStore, Ledger
 from .dead_letters import UtcTimestamps
@@ -36,7 +37,6 @@ from .outgoing import Outgoing, Publish
 from .refusals import Refusals
 from .requests import Nodes, Shutdown, families, ledgered, measured
 from .requests.shutdown import being_cancelled
-from .subjects import KINDS, Kind, Subjects
 
 _LOGGER = logging.getLogger("interaction_worker")
 

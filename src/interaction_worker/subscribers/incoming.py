@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..contracts.keys import header_any_case
+from ..contracts.wire import is_publishable_subject
 from ..errors import InteractionWorkerError, InvalidInput
-from .subjects import is_publishable_subject
 
 REPLY_TO_HEADER = "Interaction-Reply-To"
 # Stamped by the server on a request that crossed an account's service import (core NATS only:

@@ -9,6 +9,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from ..config import defaults
+from ..contracts.wire import Kind
 from ..errors import ServeError
 from ..ledger import KeyValueStore, StoreUnavailable, WaitingWrites
 from .discovery import ServedEndpoint
@@ -16,7 +17,6 @@ from .dispatcher import Dispatcher, Publisher
 from .handler import MessageHandler
 from .incoming import Incoming
 from .outgoing import Publish
-from .subjects import Kind
 from .wire_publish import WirePublisher
 
 _LOGGER = logging.getLogger("interaction_worker")

@@ -10,9 +10,9 @@ from ..contracts import OutputReceipt
 from ..contracts import validation as check
 from ..contracts.common import RESULT_STATUSES
 from ..contracts.keys import headers_size, is_safe_header_value
+from ..contracts.wire import Subjects
 from ..errors import ResultTooLarge
 from ..nodes import EVENT_HEADERS_ROOM, shortened_json, wire_json, wire_observation
-from .subjects import Subjects
 
 
 class WireHeaders(dict[str, str]):

@@ -11,10 +11,10 @@ import uuid
 from collections.abc import Callable
 
 from ..contracts.keys import NO_KEY, headers_size
+from ..contracts.wire import IdNames, Kind
 from ..errors import InteractionWorkerError, Internal
 from .dead_letters import (
     DeadLetterInput,
-    IdNames,
     dead_letter_body,
     dead_letter_headers,
 )
@@ -22,7 +22,6 @@ from .delivery import current as current_delivery
 from .endpoints import Endpoint
 from .incoming import Incoming
 from .outgoing import Outgoing, Publish, trace_headers
-from .subjects import Kind
 
 _LOGGER = logging.getLogger("interaction_worker")
 

@@ -7,10 +7,10 @@ subject table (`subjects.py`).
 from typing import Any
 
 from ...config import defaults
+from ...contracts.wire import Kind
 from ...ledger import Ledger
 from ..endpoints import Measures
 from ..outgoing import Outgoing
-from ..subjects import Kind
 from .command import Catalogs, Commands
 from .family import Family, Nodes
 from .ledgered import DeliveryTerms, Ledgered, McpTerms, ToolTerms

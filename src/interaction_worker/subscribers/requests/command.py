@@ -17,7 +17,8 @@ from typing import Any
 from pydantic_core import to_json
 
 from ...commands import CommandDispatcher, CommandRejected
-from ...contracts.keys import header_any_case, headers_size, subject_key, valid_id
+from ...contracts.keys import headers_size, subject_key, valid_id
+from ...contracts.wire import COMMAND_ID_HEADER, WIRE, IdNames, command_id_header
 from ...errors import (
     CommandInvalid,
     InvalidInput,
@@ -26,12 +27,8 @@ from ...errors import (
     ResultTooLarge,
 )
 from ...nodes import CommandContext, Sandbox
-from ..dead_letters import IdNames
 from ..incoming import Incoming
 from ..outgoing import JSON_HEADERS, Outgoing, Publish, event_headers, trace_headers
-
-COMMAND_ID_HEADER = "Interaction-Command-Id"
-COMMAND_ID = IdNames("commandId", COMMAND_ID_HEADER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +44,9 @@ class Dispatched:
 def command_id(msg: Incoming) -> str | None:
     """The request's `Interaction-Command-Id` (in any case), when it sent one; one that cannot key a
     subject (blank, longer than 256 characters) is refused."""
-    headers = msg.headers
-    if not headers:
-        return None
-    raw = headers.get(COMMAND_ID_HEADER)
+    raw = command_id_header(msg)
     if raw is None:
-        raw = header_any_case(headers, COMMAND_ID_HEADER)
-        if raw is None:
-            return None
+        return None
     if valid_id(raw) is None:
         raise InvalidInput(
             f"{COMMAND_ID_HEADER} must be a nonempty string of at most 256 characters"
@@ -75,8 +67,8 @@ class Commands:
     def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
         return command_id(msg)
 
-    def id_names(self, body: dict[str, Any]) -> IdNames:
-        return COMMAND_ID
+    def id_names(self, body: dict[str, Any]) -> IdNames | None:
+        return WIRE["command"].ids
 
     async def run(
         self, body: dict[str, Any], identifier: str | None, msg: Incoming
@@ -171,11 +163,10 @@ class Catalogs:
             separators=(",", ":"),
         ).encode()
 
-    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
-        return None
+    identify = staticmethod(WIRE["catalog"].read_id)
 
     def id_names(self, body: dict[str, Any]) -> IdNames | None:
-        return None
+        return WIRE["catalog"].ids
 
     async def run(
         self, body: dict[str, Any], identifier: str | None, msg: Incoming

@@ -12,8 +12,8 @@ from ...contracts import (
     OutputReceipt,
     ToolList,
 )
+from ...contracts.wire import IdNames
 from ...nodes import DeliveryContext, Sandbox, ToolContext
-from ..dead_letters import IdNames
 from ..incoming import Incoming
 from ..outgoing import Publish
 

@@ -9,7 +9,7 @@ recorded and read back) is its `Terms`. Nothing else on the request path knows a
 """
 
 import asyncio
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ...contracts import ContractError, ExternalResult, McpInvokeOutput, OutputReceipt
 from ...contracts import validation as check
@@ -33,14 +33,14 @@ from ...ledger import (
     fingerprint,
 )
 from ...nodes.side_effects import starting
-from ..dead_letters import IdNames
 from ..delivery import Redeliver, may_redeliver
 from ..delivery import current as current_delivery
 from ..incoming import Incoming
-from ..outgoing import Outgoing, Publish
+from ..outgoing import Outgoing
 from .family import Family, Nodes
 from .redelivered import invoke_not_sent, nothing_sent
 from .shutdown import being_cancelled, failure
+from .wrapper import Wrapper
 
 Outcome = TypeVar("Outcome")
 
@@ -70,26 +70,15 @@ class Terms(Protocol[Outcome]):
     def recorded(self, outcome: dict[str, Any]) -> Outcome: ...
 
 
-class Ledgered(Generic[Outcome]):
+class Ledgered(Wrapper[Outcome]):
     """A `Family` whose requests are claimed in the ledger before they run."""
 
     def __init__(
         self, family: Family[Outcome], terms: Terms[Outcome], ledger: Ledger
     ) -> None:
-        self.family = family
+        super().__init__(family)
         self.terms = terms
         self.ledger = ledger
-
-    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
-        return self.family.identify(body, msg)
-
-    def id_names(self, body: dict[str, Any]) -> IdNames | None:
-        return self.family.id_names(body)
-
-    def publishes(
-        self, outcome: Outcome, msg: Incoming, key: str, target: str | None
-    ) -> list[Publish]:
-        return self.family.publishes(outcome, msg, key, target)
 
     async def run(
         self, body: dict[str, Any], identifier: str | None, msg: Incoming

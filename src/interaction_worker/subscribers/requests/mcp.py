@@ -4,8 +4,7 @@ import asyncio
 from typing import Any
 
 from ...contracts import ExternalResult, McpDiscoverOutput, McpInvokeOutput
-from ...contracts.keys import valid_id
-from ..dead_letters import CALL_ID, IdNames
+from ...contracts.wire import WIRE, IdNames, is_discover
 from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish, trace_headers
 from .family import Nodes
@@ -27,15 +26,10 @@ class McpCalls:
         self.outgoing = outgoing
         self.shutdown = shutdown
 
-    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
-        # A discover of one server is keyed by the server name, which is not a call id.
-        if body.get("operation") == "discover":
-            return valid_id(body.get("server"))
-        call = body.get("call")
-        return valid_id(call.get("id")) if isinstance(call, dict) else None
+    identify = staticmethod(WIRE["mcp"].read_id)
 
     def id_names(self, body: dict[str, Any]) -> IdNames | None:
-        return None if body.get("operation") == "discover" else CALL_ID
+        return None if is_discover(body) else WIRE["mcp"].ids
 
     async def run(
         self, body: dict[str, Any], identifier: str | None, msg: Incoming

@@ -8,14 +8,14 @@ counted as the outcome it is.
 """
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from ...contracts import ExternalResult, McpInvokeOutput, OutputReceipt
-from ..dead_letters import IdNames
 from ..endpoints import Measures, clock
 from ..incoming import Incoming
 from ..outgoing import Publish
 from .family import Family
+from .wrapper import Wrapper
 
 Outcome = TypeVar("Outcome")
 StatusOf = Callable[[Any], str]
@@ -48,7 +48,7 @@ def answered(outcome: object) -> str:
     return "success"
 
 
-class Measured(Generic[Outcome]):
+class Measured(Wrapper[Outcome]):
     """A `Family` whose runs are timed and counted in flight, and whose outcomes are counted by
     status once their publishes are built (an outcome refused on the way, as one too large to
     publish, is counted as the refusal it becomes)."""
@@ -56,15 +56,9 @@ class Measured(Generic[Outcome]):
     def __init__(
         self, family: Family[Outcome], measures: Measures, status_of: StatusOf
     ) -> None:
-        self.family = family
+        super().__init__(family)
         self.measures = measures
         self.status_of = status_of
-
-    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
-        return self.family.identify(body, msg)
-
-    def id_names(self, body: dict[str, Any]) -> IdNames | None:
-        return self.family.id_names(body)
 
     async def run(
         self, body: dict[str, Any], identifier: str | None, msg: Incoming

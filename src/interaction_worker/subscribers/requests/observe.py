@@ -3,8 +3,7 @@
 from typing import Any
 
 from ...contracts import Observation
-from ...contracts.keys import valid_id
-from ..dead_letters import CALL_ID, IdNames
+from ...contracts.wire import WIRE, IdNames
 from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish
 from .family import Nodes
@@ -15,12 +14,10 @@ class Observations:
         self.worker = worker
         self.outgoing = outgoing
 
-    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
-        result = body.get("result")
-        return valid_id(result.get("callId")) if isinstance(result, dict) else None
+    identify = staticmethod(WIRE["observe"].read_id)
 
-    def id_names(self, body: dict[str, Any]) -> IdNames:
-        return CALL_ID
+    def id_names(self, body: dict[str, Any]) -> IdNames | None:
+        return WIRE["observe"].ids
 
     async def run(
         self, body: dict[str, Any], identifier: str | None, msg: Incoming

@@ -6,9 +6,8 @@ from typing import Any
 
 from ...contracts import OutputReceipt
 from ...contracts import validation as check
-from ...contracts.keys import valid_id
+from ...contracts.wire import WIRE, IdNames
 from ...nodes import DeliveryContext, cancelled_receipt
-from ..dead_letters import DELIVERY_ID, IdNames
 from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish, trace_headers
 from .family import Nodes
@@ -35,11 +34,10 @@ class Deliveries:
         self.shutdown = shutdown
         self.logger = logger
 
-    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
-        return valid_id(body.get("deliveryId"))
+    identify = staticmethod(WIRE["output"].read_id)
 
-    def id_names(self, body: dict[str, Any]) -> IdNames:
-        return DELIVERY_ID
+    def id_names(self, body: dict[str, Any]) -> IdNames | None:
+        return WIRE["output"].ids
 
     async def run(
         self, body: dict[str, Any], identifier: str | None, msg: Incoming

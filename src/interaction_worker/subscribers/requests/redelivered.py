@@ -10,15 +10,14 @@ ledger. With the ledger on it sits outside `Ledgered`, which has released the cl
 """
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from ...contracts import ExternalResult, McpInvokeOutput, OutputReceipt
 from ...errors import InteractionWorkerError, Unavailable
-from ..dead_letters import IdNames
 from ..delivery import Redeliver, may_redeliver
 from ..incoming import Incoming
-from ..outgoing import Publish
 from .family import Family
+from .wrapper import Wrapper
 
 Outcome = TypeVar("Outcome")
 
@@ -72,7 +71,7 @@ def refuse_invoke(outcome: object) -> InteractionWorkerError:
     return Unavailable("MCP server is not connected")
 
 
-class Redelivered(Generic[Outcome]):
+class Redelivered(Wrapper[Outcome]):
     """A `Family` whose outcomes that started nothing come back later in durable mode.
 
     Args:
@@ -86,20 +85,9 @@ class Redelivered(Generic[Outcome]):
         not_started: Callable[[Outcome], bool],
         last: Callable[[Outcome], InteractionWorkerError] | None = None,
     ) -> None:
-        self.family = family
+        super().__init__(family)
         self.not_started = not_started
         self.last = last
-
-    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
-        return self.family.identify(body, msg)
-
-    def id_names(self, body: dict[str, Any]) -> IdNames | None:
-        return self.family.id_names(body)
-
-    def publishes(
-        self, outcome: Outcome, msg: Incoming, key: str, target: str | None
-    ) -> list[Publish]:
-        return self.family.publishes(outcome, msg, key, target)
 
     async def run(
         self, body: dict[str, Any], identifier: str | None, msg: Incoming

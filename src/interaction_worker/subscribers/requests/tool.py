@@ -4,9 +4,8 @@ import asyncio
 from typing import Any
 
 from ...config import defaults
-from ...contracts.keys import valid_id
+from ...contracts.wire import WIRE, IdNames
 from ...nodes import ToolContext
-from ..dead_letters import CALL_ID, IdNames
 from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish, trace_headers
 from .deadlines import Deadline, Deadlines
@@ -43,12 +42,10 @@ class ToolCalls:
         self.timeout = timeout
         self.deadlines = deadlines or Deadlines()
 
-    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
-        call = body.get("call")
-        return valid_id(call.get("id")) if isinstance(call, dict) else None
+    identify = staticmethod(WIRE["tool"].read_id)
 
-    def id_names(self, body: dict[str, Any]) -> IdNames:
-        return CALL_ID
+    def id_names(self, body: dict[str, Any]) -> IdNames | None:
+        return WIRE["tool"].ids
 
     async def run(
         self, body: dict[str, Any], identifier: str | None, msg: Incoming

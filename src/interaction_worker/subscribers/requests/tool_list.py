@@ -3,8 +3,7 @@
 from typing import Any
 
 from ...contracts import ToolList
-from ...contracts.keys import valid_id
-from ..dead_letters import IdNames
+from ...contracts.wire import WIRE, IdNames
 from ..incoming import Incoming
 from ..outgoing import Outgoing, Publish
 from .family import Nodes
@@ -15,11 +14,10 @@ class ToolLists:
         self.worker = worker
         self.outgoing = outgoing
 
-    def identify(self, body: dict[str, Any], msg: Incoming) -> str | None:
-        return valid_id(body.get("name"))
+    identify = staticmethod(WIRE["list"].read_id)
 
     def id_names(self, body: dict[str, Any]) -> IdNames | None:
-        return None  # the name keys the subjects, but a tool list is no call
+        return WIRE["list"].ids
 
     async def run(
         self, body: dict[str, Any], identifier: str | None, msg: Incoming
