@@ -7,32 +7,15 @@ served.
 """
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from faststream import FastStream
 from faststream.nats import NatsBroker, NatsRouter
 from faststream.specification import AsyncAPI
 
-from .contracts import (
-    CommandCatalogReply,
-    CommandCatalogRequest,
-    CommandReply,
-    CommandRequest,
-    DeadLetter,
-    ErrorReply,
-    ExternalResult,
-    McpDiscoverInput,
-    McpDiscoverOutput,
-    McpInvokeInput,
-    McpInvokeOutput,
-    Observation,
-    ObserveRequest,
-    OutputReceipt,
-    OutputRequest,
-    ToolCallRequest,
-    ToolList,
-    ToolListRequest,
-)
+from .contracts import DeadLetter
+from .contracts.wire import DEAD, WIRE, WireKind
 
 ASYNCAPI_FILE = "asyncapi.json"
 _TITLE = "interaction-worker"
@@ -45,127 +28,24 @@ def asyncapi_document(
     router = NatsRouter()
     queue = f"{p}-workers"
 
-    def events(*rows: tuple[str, type[Any], str]) -> list[Any]:
-        return [
-            router.publisher(subject, schema=model, title=subject, description=text)
-            for subject, model, text in rows
-        ]
-
-    dead = (
-        f"{p}.dead.{{kind}}.{{key}}",
-        DeadLetter,
-        "A refused message, with its original body",
+    dead = router.publisher(
+        f"{p}.{DEAD}.{{kind}}.{{key}}",
+        schema=DeadLetter,
+        title=f"{p}.{DEAD}.{{kind}}.{{key}}",
+        description="A refused message, with its original body",
     )
-
-    @router.subscriber(
-        f"{p}.tool.call",
-        queue=queue,
-        title=f"{p}.tool.call",
-        description="Run one tool call. Reply: ExternalResult, or an error reply.",
-    )
-    async def tool_call(body: ToolCallRequest) -> ExternalResult | ErrorReply:
-        raise NotImplementedError
-
-    for publisher in events(
-        (f"{p}.tool.result.{{key}}", ExternalResult, "The result of call K"),
-        (
-            f"{p}.tool.observation.{{key}}",
-            Observation,
-            "The observation of that result",
-        ),
-        dead,
-    ):
-        publisher(tool_call)
-
-    @router.subscriber(
-        f"{p}.mcp.call",
-        queue=queue,
-        title=f"{p}.mcp.call",
-        description="MCP discover or invoke (`operation`).",
-    )
-    async def mcp_call(
-        body: McpDiscoverInput | McpInvokeInput,
-    ) -> McpDiscoverOutput | McpInvokeOutput:
-        raise NotImplementedError
-
-    for publisher in events(
-        (
-            f"{p}.mcp.result.{{key}}",
-            ExternalResult,
-            "The result of MCP invoke K (source server:tool)",
-        ),
-        (f"{p}.mcp.observation.{{key}}", Observation, "The observation of that result"),
-    ):
-        publisher(mcp_call)
-
-    @router.subscriber(
-        f"{p}.observe",
-        queue=queue,
-        title=f"{p}.observe",
-        description="Shape an ExternalResult into an Observation. No events.",
-    )
-    async def observe(body: ObserveRequest) -> Observation:
-        raise NotImplementedError
-
-    @router.subscriber(
-        f"{p}.output.deliver",
-        queue=queue,
-        title=f"{p}.output.deliver",
-        description="Deliver one message to the sinks. Reply: OutputReceipt.",
-    )
-    async def deliver(body: OutputRequest) -> OutputReceipt:
-        raise NotImplementedError
-
-    for publisher in events(
-        (f"{p}.output.receipt.{{key}}", OutputReceipt, "The receipt of delivery K")
-    ):
-        publisher(deliver)
-
-    @router.subscriber(
-        f"{p}.tool.list",
-        queue=queue,
-        title=f"{p}.tool.list",
-        description=(
-            "The tools this worker serves and its sandbox grants (`{}`), or one of them "
-            '(`{"name"}`). No events.'
-        ),
-    )
-    async def tool_list(body: ToolListRequest) -> ToolList | ErrorReply:
-        raise NotImplementedError
-
-    @router.subscriber(
-        f"{p}.command",
-        queue=queue,
-        title=f"{p}.command",
-        description=(
-            "One command of the command protocol served by a worker given a dispatcher in code "
-            "(docs/commands.md). Header Interaction-Command-Id: its id (K). Reply: CommandReply, "
-            "or an error reply (a rejected command: INVALID_INPUT with `reason` and `path`)."
-        ),
-    )
-    async def command(body: CommandRequest) -> CommandReply | ErrorReply:
-        raise NotImplementedError
-
-    for publisher in events(
-        (
-            f"{p}.command.done.{{command}}.{{key}}",
-            CommandReply,
-            "The reply of dispatched command K (its Interaction-Command-Id, or an id the worker "
-            "made up)",
-        ),
-    ):
-        publisher(command)
-
-    @router.subscriber(
-        f"{p}.command.catalog",
-        queue=queue,
-        title=f"{p}.command.catalog",
-        description="The commands served and granted, and the JSON Schema to give a model. No events.",
-    )
-    async def command_catalog(
-        body: CommandCatalogRequest,
-    ) -> CommandCatalogReply | ErrorReply:
-        raise NotImplementedError
+    for index, row in enumerate(WIRE.values()):
+        subject = f"{p}.{row.request}"
+        handler = router.subscriber(
+            subject, queue=queue, title=subject, description=row.description
+        )(_typed(row))
+        for event in row.events:
+            name = f"{p}.{event.name}.{event.tail}"
+            router.publisher(
+                name, schema=event.model, title=name, description=event.description
+            )(handler)
+        if index == 0:  # one channel for every kind's dead letters
+            dead(handler)
 
     broker = NatsBroker(logger=None)
     broker.include_router(router)
@@ -182,6 +62,17 @@ def asyncapi_document(
     )
     document: dict[str, Any] = app.schema.to_specification().to_jsonable()
     return document
+
+
+def _typed(row: WireKind) -> Callable[..., Awaitable[Any]]:
+    """A handler typed with the kind's models: FastStream reads the payloads from its annotations."""
+
+    async def handle(body: Any) -> Any:
+        raise NotImplementedError
+
+    handle.__name__ = handle.__qualname__ = row.request.replace(".", "_")
+    handle.__annotations__ = {"body": row.request_model, "return": row.reply_model}
+    return handle
 
 
 def asyncapi_text(prefix: str = "interaction") -> str:

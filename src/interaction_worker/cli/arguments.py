@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..config.values import LISTEN_RULE, Rule, listen_address, parse_duration
+from ..contracts.wire import EVENT_FAMILIES
 
 NATS_SCHEMES = ("nats", "tls", "ws", "wss")
 
@@ -69,7 +70,7 @@ def duration(value: str) -> float:
     return seconds
 
 
-FAMILIES = ("tool", "mcp", "output", "command", "dead")
+FAMILIES = EVENT_FAMILIES
 
 
 def families(value: str) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import ConnectionClosedError
 
+from ..contracts.wire import REPLY_TO_HEADER, SERVICE_ERROR_HEADER
 from .replies import Matcher
 
 _ACK = "ack"  # the last token of the publish's own reply subject
@@ -114,7 +115,7 @@ class ReplyInbox:
                     full_subject,
                     data,
                     reply=f"{inbox}.{_ACK}",
-                    headers={**(headers or {}), "Interaction-Reply-To": inbox},
+                    headers={**(headers or {}), REPLY_TO_HEADER: inbox},
                 )
             except ConnectionClosedError:
                 self._check_connected(prefix, subject, data)
@@ -160,7 +161,7 @@ class ReplyInbox:
     def _answers(self, token: str, msg: Msg) -> bool:
         """Whether `msg`, on the inbox of the request `token`, is that request's answer: an error
         reply, or a reply that carries the request's id (`replies`)."""
-        if msg.headers is not None and "Nats-Service-Error" in msg.headers:
+        if msg.headers is not None and SERVICE_ERROR_HEADER in msg.headers:
             return True
         expected = self._expected.get(token)
         if expected is None:

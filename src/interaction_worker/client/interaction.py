@@ -31,6 +31,7 @@ from ..contracts import (
     ToolDefinition,
     ToolList,
 )
+from ..contracts.wire import COMMAND_ID_HEADER, SERVICE_ERROR_HEADER
 from ..nodes import EVENT_HEADERS_ROOM, observation_json
 from .inbox import ReplyInbox
 from .replies import matcher, matcher_of_bytes
@@ -243,9 +244,7 @@ class InteractionClient:
         `command_id` is sent as `Interaction-Command-Id`: it keys the dead letter of a rejected
         command and the `P.command.done.<id>.<K>` event (without it the worker makes one up).
         A rejection raises `InteractionRequestError` with `.reason` and `.path`."""
-        headers = (
-            {"Interaction-Command-Id": command_id} if command_id is not None else None
-        )
+        headers = {COMMAND_ID_HEADER: command_id} if command_id is not None else None
         reply = await self._ask("command", value, headers)
         answer: dict[str, Any] = json.loads(reply.data)
         return answer
@@ -288,7 +287,7 @@ class InteractionClient:
             headers,
             matcher(subject, body),
         )
-        if "Nats-Service-Error" in (reply.headers or {}):
+        if SERVICE_ERROR_HEADER in (reply.headers or {}):
             raise _request_error(reply)
         return reply
 
@@ -338,7 +337,7 @@ def _request_error(reply: Msg) -> InteractionRequestError:
         if isinstance(error.get("path"), str):
             path = error["path"]
     except (ValueError, KeyError, TypeError, AttributeError):
-        code, message = "UNKNOWN", headers.get("Nats-Service-Error", "")
+        code, message = "UNKNOWN", headers.get(SERVICE_ERROR_HEADER, "")
     try:
         status = int(headers.get("Nats-Service-Error-Code", "0"))
     except ValueError:

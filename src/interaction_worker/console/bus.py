@@ -17,6 +17,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from ..client import InteractionClient
+from ..contracts.wire import MSG_ID_HEADER
 from .events import build_event, event_subjects, sink_subject
 from .history import StreamHistory
 from .hub import Hub
@@ -148,7 +149,7 @@ class BusFeed:
             _LOGGER.info("console: no history replayed (%s)", _one_line(error))
         held, self._held = self._held, None
         for msg in held:
-            if (msg.headers or {}).get("Nats-Msg-Id") not in replayed:
+            if (msg.headers or {}).get(MSG_ID_HEADER) not in replayed:
                 self._show(msg)
         self._client = InteractionClient(
             nc,
@@ -214,7 +215,7 @@ class BusFeed:
                     until=last, batch=count, since=self._lost_at - _RECONNECT_OVERLAP
                 )
             async for message in stored:
-                msg_id = (message.headers or {}).get("Nats-Msg-Id")
+                msg_id = (message.headers or {}).get(MSG_ID_HEADER)
                 if not self.hub.seen(msg_id):
                     self._publish(
                         message.subject,

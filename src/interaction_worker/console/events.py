@@ -9,11 +9,21 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ..contracts.keys import subject_key
+from ..contracts.wire import (
+    DEAD,
+    ERROR_CODE_HEADER,
+    EVENTS,
+    KEY_HEADER,
+    MSG_ID_HEADER,
+    STATUS_HEADER,
+    Subjects,
+)
 
-Family = Literal["tool", "mcp", "output", "command", "dead", "delivery"]
+# An event family of the wire table (`tool`, ..., `dead`), or `delivery`.
+Family = str
 
 # A body above this is kept as its first bytes: the history holds `history` events, and a page
 # does not need a megabyte of one of them to tell what happened.
@@ -24,26 +34,14 @@ _REDACTED = "[redacted]"
 
 # The worker's event subjects after the prefix: (first token, second token) -> (family, kind).
 _EVENT_KINDS: dict[tuple[str, str], tuple[Family, str]] = {
-    ("tool", "result"): ("tool", "result"),
-    ("tool", "observation"): ("tool", "observation"),
-    ("mcp", "result"): ("mcp", "result"),
-    ("mcp", "observation"): ("mcp", "observation"),
-    ("output", "receipt"): ("output", "receipt"),
-    ("command", "done"): ("command", "done"),
+    (family, kind): (family, kind)
+    for family, kind in (event.name.split(".", 1) for event in EVENTS)
 }
 
 
 def event_subjects(prefix: str) -> tuple[str, ...]:
     """The subjects of the worker's events and dead letters (wire.md 2)."""
-    return (
-        f"{prefix}.tool.result.>",
-        f"{prefix}.tool.observation.>",
-        f"{prefix}.mcp.result.>",
-        f"{prefix}.mcp.observation.>",
-        f"{prefix}.output.receipt.>",
-        f"{prefix}.command.done.>",
-        f"{prefix}.dead.>",
-    )
+    return Subjects(prefix).events()
 
 
 def sink_subject(template: str) -> str:
@@ -87,8 +85,8 @@ def classify(subject: str, prefix: str) -> tuple[Family, str]:
     """The family and kind of a subject; what is not one of the worker's is a delivery."""
     if subject.startswith(prefix + "."):
         tokens = subject[len(prefix) + 1 :].split(".")
-        if tokens[0] == "dead" and len(tokens) >= 2:
-            return "dead", tokens[1]
+        if tokens[0] == DEAD and len(tokens) >= 2:
+            return DEAD, tokens[1]
         if len(tokens) >= 2:
             found = _EVENT_KINDS.get((tokens[0], tokens[1]))
             if found is not None:
@@ -111,13 +109,9 @@ def build_event(
     family, kind = classify(subject, prefix)
     shown_headers = redact(headers or {})
     body, text, truncated = _body(data)
-    key = (
-        shown_headers.get("Interaction-Key")
-        or _key_of(body)
-        or subject.rsplit(".", 1)[-1]
-    )
-    status = shown_headers.get("Interaction-Status") or _status_of(body, family)
-    code = shown_headers.get("Interaction-Error-Code") or _code_of(body)
+    key = shown_headers.get(KEY_HEADER) or _key_of(body) or subject.rsplit(".", 1)[-1]
+    status = shown_headers.get(STATUS_HEADER) or _status_of(body, family)
+    code = shown_headers.get(ERROR_CODE_HEADER) or _code_of(body)
     document: dict[str, Any] = {
         "seq": seq,
         "instance": instance,
@@ -145,7 +139,7 @@ def build_event(
     payload = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
     frame = f"id: {instance}:{seq}\nevent: message\ndata: {payload}\n\n".encode()
     return ConsoleEvent(
-        seq, family, key, status, (headers or {}).get("Nats-Msg-Id"), frame
+        seq, family, key, status, (headers or {}).get(MSG_ID_HEADER), frame
     )
 
 

@@ -43,7 +43,8 @@ COMMAND_ID_HEADER = "Interaction-Command-Id"
 REPLY_TO_HEADER = "Interaction-Reply-To"
 MSG_ID_HEADER = "Nats-Msg-Id"
 SERVICE_ERROR_HEADER = "Nats-Service-Error"
-# Stamped by the server on a request that crossed an account's service import.
+# Stamped by the server on a request that crossed an account's service import (core NATS only:
+# JetStream strips it before storing), naming the requester's account.
 REQUEST_INFO_HEADER = "Nats-Request-Info"
 # The headers that carry a request's own id, whatever its kind.
 ID_HEADERS = (CALL_ID_HEADER, DELIVERY_ID_HEADER, COMMAND_ID_HEADER)
@@ -82,6 +83,8 @@ class Event:
     description: str
     # The event that ends the request: the one a replay holds its reply to.
     outcome: bool = False
+    # The tokens after the name: K, or the command's id then K.
+    tail: str = "{key}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +275,7 @@ _ROWS = (
                 "The reply of dispatched command K (its Interaction-Command-Id, or an id the "
                 "worker made up)",
                 outcome=True,
+                tail="{command}.{key}",
             ),
         ),
         command_protocol=True,

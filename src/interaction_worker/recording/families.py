@@ -14,41 +14,37 @@ given, because a downstream test of that subject needs it as much as the worker'
 """
 
 from dataclasses import dataclass
-from typing import Literal
 
-RequestKind = Literal["tool", "mcp", "observe", "output", "command"]
-EventFamily = Literal["tool", "mcp", "output", "command", "dead"]
+from ..contracts.wire import DEAD, WIRE, Kind
 
-EVENT_FAMILIES: tuple[EventFamily, ...] = ("tool", "mcp", "output", "command", "dead")
+# The wire table's kinds that a replay sends again (docs/wire.md 2, docs/replay.md 3).
+RequestKind = Kind
+EventFamily = str
 
 _REQUESTS: dict[str, RequestKind] = {
-    "tool.call": "tool",
-    "mcp.call": "mcp",
-    "observe": "observe",
-    "output.deliver": "output",
-    "command": "command",
+    row.request: kind for kind, row in WIRE.items() if row.replayed
 }
 
 # Relative subject heads of the events, each followed by at least one more token.
 _EVENTS: tuple[tuple[str, EventFamily], ...] = (
-    ("tool.result.", "tool"),
-    ("tool.observation.", "tool"),
-    ("mcp.result.", "mcp"),
-    ("mcp.observation.", "mcp"),
-    ("output.receipt.", "output"),
-    ("command.done.", "command"),
-    ("dead.", "dead"),
+    *(
+        (f"{event.name}.", event.name.split(".", 1)[0])
+        for row in WIRE.values()
+        for event in row.events
+    ),
+    (f"{DEAD}.", DEAD),
 )
 
 # The events that are a request's outcome, with the request kind they answer.
-_OUTCOMES: tuple[tuple[str, RequestKind], ...] = (
-    ("tool.result.", "tool"),
-    ("mcp.result.", "mcp"),
-    ("output.receipt.", "output"),
-    ("command.done.", "command"),
+_OUTCOMES: tuple[tuple[str, RequestKind], ...] = tuple(
+    (f"{row.outcome.name}.", kind)
+    for kind, row in WIRE.items()
+    if row.replayed and row.outcome is not None
 )
 # `P.dead.KIND.K`: KIND names the request kind itself (`list` answers no request the replay sends).
-_DEAD_KINDS: dict[str, RequestKind] = {kind: kind for kind in _REQUESTS.values()}
+_DEAD_KINDS: dict[str, RequestKind] = {
+    WIRE[kind].dead: kind for kind in _REQUESTS.values()
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +95,13 @@ def outcome_subject(subject: str, prefix: str) -> OutcomeSubject | None:
     for head, kind in _OUTCOMES:
         if rest.startswith(head):
             tokens = rest[len(head) :].split(".")
+            # `command.done.ID.K`: keyed by its last token, after the command's id.
             if kind == "command" and len(tokens) < 2:
                 return None
             key = tokens[-1]
             return OutcomeSubject(kind, key, dead=False) if key else None
-    if rest.startswith("dead."):
-        dead_kind, _, key = rest[len("dead.") :].partition(".")
+    if rest.startswith(f"{DEAD}."):
+        dead_kind, _, key = rest[len(DEAD) + 1 :].partition(".")
         if dead_kind in _DEAD_KINDS and key:
             return OutcomeSubject(_DEAD_KINDS[dead_kind], key, dead=True)
     return None

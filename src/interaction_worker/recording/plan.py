@@ -13,17 +13,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..contracts import JsonRefused, parse_json, parse_json_object
-from ..contracts.keys import NO_KEY, header_any_case, subject_key, valid_id
+from ..contracts.keys import NO_KEY, subject_key, valid_id
+from ..contracts.wire import (
+    ID_HEADERS,
+    MSG_ID_HEADER,
+    REPLY_TO_HEADER,
+    SERVICE_ERROR_HEADER,
+    WIRE,
+    is_discover,
+)
 from .compare import Outcome, restore_ids
 from .families import RequestKind, outcome_subject, relative, request_kind
 from .format import RecordedMessage, Recording
 
-COMMAND_ID_HEADER = "Interaction-Command-Id"
 # Compared case-insensitively: a recording keeps the spelling the client used.
-_NOT_RESENT = frozenset({"nats-msg-id", "interaction-reply-to"})
-_ID_HEADERS = frozenset(
-    {"interaction-call-id", "interaction-delivery-id", "interaction-command-id"}
-)
+_NOT_RESENT = frozenset({MSG_ID_HEADER.lower(), REPLY_TO_HEADER.lower()})
+_ID_HEADERS = frozenset(name.lower() for name in ID_HEADERS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Carried:
+    """A recorded request's headers, as the wire table's id readers take a message's."""
+
+    headers: Mapping[str, str] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,23 +125,9 @@ def _body(data: bytes) -> dict[str, Any] | None:
 def _identify(
     kind: RequestKind, body: dict[str, Any] | None, headers: Mapping[str, str]
 ) -> str | None:
-    """The id the worker keys the request's subjects by, as `subscribers/requests/` reads it."""
-    if kind == "command":
-        given = headers.get(COMMAND_ID_HEADER)
-        return valid_id(
-            header_any_case(headers, COMMAND_ID_HEADER) if given is None else given
-        )
-    if body is None:
-        return None
-    if kind == "output":
-        return valid_id(body.get("deliveryId"))
-    if kind == "observe":
-        result = body.get("result")
-        return valid_id(result.get("callId")) if isinstance(result, dict) else None
-    if kind == "mcp" and body.get("operation") == "discover":
-        return valid_id(body.get("server"))
-    call = body.get("call")
-    return valid_id(call.get("id")) if isinstance(call, dict) else None
+    """The id the worker keys the request's subjects by, read as the worker reads it (the wire
+    table's reader); a body the worker would refuse has none, headers may still carry one."""
+    return WIRE[kind].read_id({} if body is None else body, _Carried(headers))
 
 
 def _is_compared(
@@ -137,13 +135,9 @@ def _is_compared(
 ) -> bool:
     """Requests whose family publishes no event have nothing recorded to compare with; nor has a
     command without its own id, whose `command.done` is keyed by an id the worker made up."""
-    if kind == "observe" or _is_discover(body):
+    if WIRE[kind].outcome is None or is_discover(body):
         return False
     return kind != "command" or identifier is not None
-
-
-def _is_discover(body: object) -> bool:
-    return isinstance(body, dict) and body.get("operation") == "discover"
 
 
 def _recorded_outcomes(
@@ -164,7 +158,7 @@ def _recorded_outcomes(
         # A discover's dead letter is left out: discovers are not compared, and an invoke with
         # the same K (a call id that is also a server name, or `=`) must not take it.
         if isinstance(code, str) and not (
-            where.kind == "mcp" and _is_discover(_dead_payload(document))
+            where.kind == "mcp" and is_discover(_dead_payload(document))
         ):
             found[(where.kind, where.key)].append(Outcome({"error": error}, code))
     return found
@@ -236,7 +230,7 @@ def reply_outcome(
     reply by its `result` (the body of the result event the recording holds), any other as it is;
     the suffixed ids put back first."""
     document = restore_ids(_document(data), request.ids)
-    if "Nats-Service-Error" in (headers or {}):
+    if SERVICE_ERROR_HEADER in (headers or {}):
         error = document.get("error") if isinstance(document, dict) else None
         code = error.get("code") if isinstance(error, dict) else None
         return Outcome(document, code if isinstance(code, str) else "UNKNOWN")

@@ -5,6 +5,7 @@ from nats.aio.client import Client
 
 from ..contracts import OutputRequest
 from ..contracts.keys import headers_size, is_safe_header_value, subject_key
+from ..contracts.wire import DELIVERY_ID_HEADER, KEY_HEADER, MSG_ID_HEADER
 from ..errors import ConfigurationError
 from ._receipts import Receipt, rejected, unavailable
 
@@ -55,10 +56,10 @@ def delivery_headers(request: OutputRequest, msg_id_prefix: str) -> dict[str, st
     """Content type, the subject key, the raw id when it is safe in a header, and `Nats-Msg-Id`
     `<sink name>:<K>` (wire.md section 8), so a stream capturing the subject drops a duplicate."""
     key = subject_key(request.delivery_id)
-    headers = {"Content-Type": "application/json", "Interaction-Key": key}
+    headers = {"Content-Type": "application/json", KEY_HEADER: key}
     if is_safe_header_value(request.delivery_id):
-        headers["Interaction-Delivery-Id"] = request.delivery_id
-    headers["Nats-Msg-Id"] = f"{msg_id_prefix}:{key}"
+        headers[DELIVERY_ID_HEADER] = request.delivery_id
+    headers[MSG_ID_HEADER] = f"{msg_id_prefix}:{key}"
     return headers
 
 

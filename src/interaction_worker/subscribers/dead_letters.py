@@ -11,6 +11,7 @@ from typing import Any
 from pydantic_core import to_json
 
 from ..contracts.keys import is_safe_header_value, redact_headers
+from ..contracts.wire import ERROR_CODE_HEADER, KEY_HEADER, MSG_ID_HEADER, STATUS_HEADER
 from ..errors import InteractionWorkerError
 
 
@@ -119,15 +120,15 @@ def dead_letter_headers(
     msg_id: str,
     trace: dict[str, str],
 ) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", "Interaction-Key": key}
+    headers = {"Content-Type": "application/json", KEY_HEADER: key}
     if (
         id_header is not None
         and identifier is not None
         and is_safe_header_value(identifier)
     ):
         headers[id_header] = identifier
-    headers["Interaction-Status"] = "error"
-    headers["Interaction-Error-Code"] = error.code
-    headers["Nats-Msg-Id"] = msg_id
+    headers[STATUS_HEADER] = "error"
+    headers[ERROR_CODE_HEADER] = error.code
+    headers[MSG_ID_HEADER] = msg_id
     headers.update(trace)
     return headers

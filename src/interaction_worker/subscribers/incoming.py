@@ -6,14 +6,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..contracts.keys import header_any_case
-from ..contracts.wire import is_publishable_subject
+from ..contracts.wire import (
+    REPLY_TO_HEADER,
+    REQUEST_INFO_HEADER,
+    is_publishable_subject,
+)
 from ..errors import InteractionWorkerError, InvalidInput
 
-REPLY_TO_HEADER = "Interaction-Reply-To"
-# Stamped by the server on a request that crossed an account's service import (core NATS only:
-# JetStream strips it before storing), naming the requester's account; forgeable by a publisher of
-# the serving account itself, which is why the check that reads it is opt-in.
-REQUEST_INFO_HEADER = "Nats-Request-Info"
+# REQUEST_INFO_HEADER is forgeable by a publisher of the serving account itself, which is why the
+# check that reads it is opt-in.
 ACCOUNT_INBOX_ROOT = "_INBOX."
 # How the server names the reply subject of a request that came through an account's service import:
 # the worker may answer there, the server maps it back to the requester (docs/wire.md 7).

@@ -10,7 +10,15 @@ from ..contracts import OutputReceipt
 from ..contracts import validation as check
 from ..contracts.common import RESULT_STATUSES
 from ..contracts.keys import headers_size, is_safe_header_value
-from ..contracts.wire import Subjects
+from ..contracts.wire import (
+    CALL_ID_HEADER,
+    DELIVERY_ID_HEADER,
+    ERROR_CODE_HEADER,
+    KEY_HEADER,
+    MSG_ID_HEADER,
+    STATUS_HEADER,
+    Subjects,
+)
 from ..errors import ResultTooLarge
 from ..nodes import EVENT_HEADERS_ROOM, shortened_json, wire_json, wire_observation
 
@@ -76,7 +84,11 @@ JSON_HEADERS = wire_headers(
 )
 # What an event's block starts with; its values are written as they are only when nats-py would
 # write them unchanged (printable ASCII without spaces at either end: never trimmed, no CR or LF).
-_EVENT_BLOCK = "NATS/1.0\r\nContent-Type: application/json\r\nInteraction-Key: "
+_EVENT_BLOCK = f"NATS/1.0\r\nContent-Type: application/json\r\n{KEY_HEADER}: "
+_CALL_ID_LINE = f"\r\n{CALL_ID_HEADER}: "
+_STATUS_LINE = f"\r\n{STATUS_HEADER}: "
+_ERROR_CODE_LINE = f"{ERROR_CODE_HEADER}: "
+_MSG_ID_LINE = f"{MSG_ID_HEADER}: "
 _TRACE_HEADERS = ("traceparent", "tracestate")
 # Event headers are bounded (the raw id is at most 256 code points); 2 KiB covers them, besides the
 # trace headers copied from the request, which are as long as the client made them.
@@ -101,13 +113,13 @@ def event_headers(
     msg_id: str,
     trace: dict[str, str],
 ) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", "Interaction-Key": key}
+    headers = {"Content-Type": "application/json", KEY_HEADER: key}
     if is_safe_header_value(identifier):
         headers[id_header] = identifier
-    headers["Interaction-Status"] = status
+    headers[STATUS_HEADER] = status
     if error_code is not None:
-        headers["Interaction-Error-Code"] = error_code
-    headers["Nats-Msg-Id"] = msg_id
+        headers[ERROR_CODE_HEADER] = error_code
+    headers[MSG_ID_HEADER] = msg_id
     if trace:
         headers.update(trace)
     return headers
@@ -226,40 +238,39 @@ class Outgoing:
         # while every value is one nats-py writes unchanged: the key is subject-safe by
         # construction (a call id equal to it too), the message ids are subjects, the status one of
         # the contract's words, the call id and error code checked.
-        headers = {"Content-Type": "application/json", "Interaction-Key": key}
+        headers = {"Content-Type": "application/json", KEY_HEADER: key}
         if call_id == key or is_safe_header_value(call_id):
-            headers["Interaction-Call-Id"] = call_id
+            headers[CALL_ID_HEADER] = call_id
             block = (
-                f"{_EVENT_BLOCK}{key}\r\nInteraction-Call-Id: {call_id}\r\n"
-                f"Interaction-Status: {status}\r\n"
+                f"{_EVENT_BLOCK}{key}{_CALL_ID_LINE}{call_id}{_STATUS_LINE}{status}\r\n"
             )
         else:
-            block = f"{_EVENT_BLOCK}{key}\r\nInteraction-Status: {status}\r\n"
-        headers["Interaction-Status"] = status
+            block = f"{_EVENT_BLOCK}{key}{_STATUS_LINE}{status}\r\n"
+        headers[STATUS_HEADER] = status
         plain = status in RESULT_STATUSES
         if error is not None:
             code = error["code"]
-            headers["Interaction-Error-Code"] = code
+            headers[ERROR_CODE_HEADER] = code
             plain = plain and is_safe_header_value(code)
-            block = f"{block}Interaction-Error-Code: {code}\r\n"
+            block = f"{block}{_ERROR_CODE_LINE}{code}\r\n"
         result_id = f"{result_subject}:{key}"
         observation_id = f"{observation_subject}:{key}"
         result_headers: dict[str, str]
         observation_headers: dict[str, str]
         if trace or not plain:
             # Trace headers are the client's: nats-py's encoding of them is the adapter's to apply.
-            result_headers = {**headers, "Nats-Msg-Id": result_id}
-            observation_headers = {**headers, "Nats-Msg-Id": observation_id}
+            result_headers = {**headers, MSG_ID_HEADER: result_id}
+            observation_headers = {**headers, MSG_ID_HEADER: observation_id}
             result_headers.update(trace)
             observation_headers.update(trace)
         else:
-            headers["Nats-Msg-Id"] = result_id
+            headers[MSG_ID_HEADER] = result_id
             result_headers = wire_headers(
-                headers, f"{block}Nats-Msg-Id: {result_id}\r\n\r\n"
+                headers, f"{block}{_MSG_ID_LINE}{result_id}\r\n\r\n"
             )
-            headers["Nats-Msg-Id"] = observation_id
+            headers[MSG_ID_HEADER] = observation_id
             observation_headers = wire_headers(
-                headers, f"{block}Nats-Msg-Id: {observation_id}\r\n\r\n"
+                headers, f"{block}{_MSG_ID_LINE}{observation_id}\r\n\r\n"
             )
         result_event = (f"{result_subject}.{key}", result_json, result_headers)
         observation_event = (
@@ -307,7 +318,7 @@ class Outgoing:
         prefix = self.subjects.prefix
         headers = event_headers(
             key=key,
-            id_header="Interaction-Delivery-Id",
+            id_header=DELIVERY_ID_HEADER,
             identifier=receipt.delivery_id,
             status=receipt.status,
             error_code=receipt.error.code if receipt.error is not None else None,

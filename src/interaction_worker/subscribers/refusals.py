@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 
 from ..contracts.keys import NO_KEY, headers_size
-from ..contracts.wire import IdNames, Kind
+from ..contracts.wire import SERVICE_ERROR_HEADER, IdNames, Kind
 from ..errors import InteractionWorkerError, Internal
 from .dead_letters import (
     DeadLetterInput,
@@ -34,7 +34,7 @@ def error_reply(error: InteractionWorkerError) -> tuple[bytes, dict[str, str]]:
     ).encode()
     headers = {
         "Content-Type": "application/json",
-        "Nats-Service-Error": error.message,
+        SERVICE_ERROR_HEADER: error.message,
         "Nats-Service-Error-Code": str(error.status),
     }
     return body, headers

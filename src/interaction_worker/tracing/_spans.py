@@ -23,6 +23,15 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 from ..contracts.keys import headers_size
+from ..contracts.wire import (
+    CALL_ID_HEADER,
+    COMMAND_ID_HEADER,
+    DELIVERY_ID_HEADER,
+    ERROR_CODE_HEADER,
+    KEY_HEADER,
+    MSG_ID_HEADER,
+    STATUS_HEADER,
+)
 from ..errors import InteractionWorkerError
 from ..subscribers import (
     KINDS,
@@ -46,9 +55,9 @@ TRACEPARENT_BYTES = headers_size(
 ) - headers_size({})
 # The id headers of events and dead letters (wire.md 3), as span attributes.
 _ID_HEADERS = (
-    ("Interaction-Call-Id", "interaction.call.id"),
-    ("Interaction-Delivery-Id", "interaction.delivery.id"),
-    ("Interaction-Command-Id", "interaction.command.id"),
+    (CALL_ID_HEADER, "interaction.call.id"),
+    (DELIVERY_ID_HEADER, "interaction.delivery.id"),
+    (COMMAND_ID_HEADER, "interaction.command.id"),
 )
 _MAX_ID = 256  # wire.md 1: a longer id is refused, and not worth an attribute
 
@@ -102,7 +111,7 @@ class Spans:
         """`publishes` carrying `span`; the span described by the first event or dead letter (its
         key, id, status, error code), in error when the message was refused (a dead letter)."""
         for subject, _, headers in publishes:
-            key = headers.get("Interaction-Key")
+            key = headers.get(KEY_HEADER)
             if key is None:
                 continue  # a reply: its headers say nothing of the outcome
             span.set_attribute("interaction.key", key)
@@ -110,10 +119,10 @@ class Spans:
                 identifier = headers.get(header)
                 if identifier is not None:
                     span.set_attribute(attribute, identifier)
-            status = headers.get("Interaction-Status")
+            status = headers.get(STATUS_HEADER)
             if status is not None:
                 span.set_attribute("interaction.status", status)
-            code = headers.get("Interaction-Error-Code")
+            code = headers.get(ERROR_CODE_HEADER)
             if code is not None:
                 span.set_attribute("interaction.error.code", code)
             if subject.startswith(dead):
@@ -139,7 +148,7 @@ class Spans:
             parent = None if request is None else trace.set_span_in_context(request)
             try:
                 for subject, payload, headers in publishes:
-                    event = "Interaction-Key" in headers
+                    event = KEY_HEADER in headers
                     attributes: dict[str, AttributeValue] = {
                         "messaging.system": "nats",
                         "messaging.operation.type": "send",
@@ -150,7 +159,7 @@ class Spans:
                     if event:
                         # The key, last, makes every event's subject its own: the name keeps the rest.
                         name = f"publish {subject.rpartition('.')[0]}"
-                        msg_id = headers.get("Nats-Msg-Id")
+                        msg_id = headers.get(MSG_ID_HEADER)
                         if msg_id is not None:
                             attributes["messaging.message.id"] = msg_id
                     else:
