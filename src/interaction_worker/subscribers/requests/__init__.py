@@ -1,19 +1,22 @@
-"""Running requests: one module per family, and the table the handler dispatches on.
+"""Running requests: one module per family, and the serving table the handler dispatches on.
 
-A new family is a module with the four methods of `Family`, a row in `families` and a row in the
-subject table (`subjects.py`).
+A new family is a module with the four methods of `Family` and a row in `SERVING`, beside its row
+in the wire table (`contracts/wire.py`); docs/architecture.md, "Where a change goes".
 """
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ...config import defaults
 from ...contracts.wire import Kind
+from ...errors import InteractionWorkerError
 from ...ledger import Ledger
 from ..endpoints import Measures
 from ..outgoing import Outgoing
 from .command import Catalogs, Commands
 from .family import Family, Nodes
-from .ledgered import DeliveryTerms, Ledgered, McpTerms, ToolTerms
+from .ledgered import DeliveryTerms, Ledgered, McpTerms, Terms, ToolTerms
 from .mcp import McpCalls
 from .measured import (
     Measured,
@@ -41,6 +44,8 @@ __all__ = [
     "Nodes",
     "Observations",
     "Redelivered",
+    "SERVING",
+    "Served",
     "Shutdown",
     "ToolCalls",
     "ToolLists",
@@ -48,6 +53,83 @@ __all__ = [
     "ledgered",
     "measured",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What every family is built from: the worker's nodes, its publish rules and shutdown."""
+
+    worker: Nodes
+    outgoing: Outgoing
+    shutdown: Shutdown
+    tool_timeout: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Redelivery:
+    """Durable mode's answer to an outcome that started nothing (`Redelivered`)."""
+
+    not_started: Callable[[Any], bool]
+    last: Callable[[Any], InteractionWorkerError] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """How a worker serves one kind.
+
+    Attributes:
+        family: its family, or None when this worker cannot serve it (the command protocol without
+            a dispatcher).
+        status: its outcome as the metrics count it.
+        terms: what the ledger keys and records of it; None when it runs under no claim.
+        redelivery: what comes back later in durable mode; None when every outcome is answered.
+    """
+
+    family: Callable[[Parts], Family[Any] | None]
+    status: StatusOf
+    terms: Callable[[Parts], Terms[Any]] | None = None
+    redelivery: Redelivery | None = None
+
+
+def _commands(parts: Parts) -> Family[Any] | None:
+    commands = parts.worker.commands
+    if commands is None:
+        return None
+    return Commands(commands, parts.worker.sandbox, parts.outgoing)
+
+
+def _catalogs(parts: Parts) -> Family[Any] | None:
+    commands = parts.worker.commands
+    if commands is None:
+        return None
+    return Catalogs(commands, parts.worker.sandbox, parts.outgoing)
+
+
+# One row per kind of the wire table, in its order (a test holds the keys equal); commands run under
+# no claim: they are delivered at least once (docs/commands.md).
+SERVING: dict[Kind, Served] = {
+    "tool": Served(
+        lambda p: ToolCalls(p.worker, p.outgoing, p.shutdown, timeout=p.tool_timeout),
+        tool_status,
+        terms=lambda p: ToolTerms(p.worker, p.outgoing),
+    ),
+    "mcp": Served(
+        lambda p: McpCalls(p.worker, p.outgoing, p.shutdown),
+        mcp_status,
+        terms=lambda p: McpTerms(p.outgoing),
+        redelivery=Redelivery(invoke_not_started, refuse_invoke),
+    ),
+    "observe": Served(lambda p: Observations(p.worker, p.outgoing), answered),
+    "output": Served(
+        lambda p: Deliveries(p.worker, p.outgoing, p.shutdown),
+        receipt_status,
+        terms=lambda p: DeliveryTerms(p.outgoing),
+        redelivery=Redelivery(nothing_sent),
+    ),
+    "list": Served(lambda p: ToolLists(p.worker, p.outgoing), answered),
+    "command": Served(_commands, answered),
+    "catalog": Served(_catalogs, answered),
+}
 
 
 def families(
@@ -60,41 +142,21 @@ def families(
     durable: bool = False,
 ) -> dict[Kind, Family[Any]]:
     """One family per request subject the worker serves (the commands' when it has a dispatcher),
-    sharing its nodes, publish rules and shutdown; with a ledger, the families with side effects
-    run under its claims (commands never: they are delivered at least once); `durable`, an MCP
-    invoke or a delivery that started nothing comes back later (`Redelivered`)."""
-    tool: Family[Any] = ToolCalls(worker, outgoing, shutdown, timeout=tool_timeout)
-    mcp: Family[Any] = McpCalls(worker, outgoing, shutdown)
-    output: Family[Any] = Deliveries(worker, outgoing, shutdown)
-    if ledger is not None:
-        tool = Ledgered(tool, ToolTerms(worker, outgoing), ledger)
-        mcp = Ledgered(mcp, McpTerms(outgoing), ledger)
-        output = Ledgered(output, DeliveryTerms(outgoing), ledger)
-    if durable:
-        mcp = Redelivered(mcp, invoke_not_started, refuse_invoke)
-        output = Redelivered(output, nothing_sent)
-    table: dict[Kind, Family[Any]] = {
-        "tool": tool,
-        "mcp": mcp,
-        "observe": Observations(worker, outgoing),
-        "output": output,
-        "list": ToolLists(worker, outgoing),
-    }
-    if worker.commands is not None:
-        table["command"] = Commands(worker.commands, worker.sandbox, outgoing)
-        table["catalog"] = Catalogs(worker.commands, worker.sandbox, outgoing)
+    sharing its nodes, publish rules and shutdown; with a ledger, the families with terms run under
+    its claims; `durable`, an outcome that started nothing comes back later (`Redelivered`)."""
+    parts = Parts(worker, outgoing, shutdown, tool_timeout)
+    table: dict[Kind, Family[Any]] = {}
+    for kind, served in SERVING.items():
+        family = served.family(parts)
+        if family is None:
+            continue
+        if ledger is not None and served.terms is not None:
+            family = Ledgered(family, served.terms(parts), ledger)
+        if durable and served.redelivery is not None:
+            redelivery = served.redelivery
+            family = Redelivered(family, redelivery.not_started, redelivery.last)
+        table[kind] = family
     return table
-
-
-_STATUS_OF: dict[Kind, StatusOf] = {
-    "tool": tool_status,
-    "mcp": mcp_status,
-    "observe": answered,
-    "output": receipt_status,
-    "list": answered,
-    "command": answered,
-    "catalog": answered,
-}
 
 
 def measured(
@@ -103,7 +165,7 @@ def measured(
     """The families of `table`, each wrapped by `Measured`, and what each one measures."""
     measures = {kind: Measures() for kind in table}
     wrapped: dict[Kind, Family[Any]] = {
-        kind: Measured(family, measures[kind], _STATUS_OF[kind])
+        kind: Measured(family, measures[kind], SERVING[kind].status)
         for kind, family in table.items()
     }
     return wrapped, measures
