@@ -30,6 +30,8 @@ from .keys import header_any_case, valid_id
 from .mcp import McpDiscoverInput, McpDiscoverOutput, McpInvokeInput, McpInvokeOutput
 from .output import OutputReceipt, OutputRequest
 
+DEAD = "dead"  # the first token of every dead letter's subject, `P.dead.KIND.K`
+
 Kind = Literal["tool", "mcp", "observe", "output", "list", "command", "catalog"]
 
 # The header names of the wire (docs/wire.md 3).
@@ -58,7 +60,7 @@ class Carrier(Protocol):
     def headers(self) -> Mapping[str, str] | None: ...
 
 
-IdReader = Callable[[dict[str, Any], Carrier], "str | None"]
+IdReader = Callable[[dict[str, Any], Carrier], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,9 +312,8 @@ EVENTS: tuple[Event, ...] = tuple(event for row in _ROWS for event in row.events
 # recording's `--only` and the console call a family.
 EVENT_FAMILIES: tuple[str, ...] = (
     *dict.fromkeys(event.name.split(".", 1)[0] for event in EVENTS),
-    "dead",
+    DEAD,
 )
-DEAD = "dead"
 
 
 @dataclass(frozen=True, slots=True)

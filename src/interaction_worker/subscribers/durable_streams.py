@@ -22,7 +22,7 @@ import nats.js.errors
 from nats.js import JetStreamContext, api
 
 from ..config import DurableSettings
-from ..contracts.wire import EVENTS, Kind, Subjects
+from ..contracts.wire import DEAD, EVENTS, Kind, Subjects
 from ..errors import ServeError
 
 _LOGGER = logging.getLogger("interaction_worker")
@@ -46,7 +46,7 @@ def stored_subjects(prefix: str, settings: DurableSettings) -> list[tuple[str, s
     the dead letters."""
     return [
         *((f"{prefix}.{family}.", settings.events_stream) for family in EVENT_FAMILIES),
-        (f"{prefix}.dead.", settings.dead_stream),
+        (f"{prefix}.{DEAD}.", settings.dead_stream),
     ]
 
 
@@ -87,7 +87,7 @@ def stream_configs(
         ),
         dead=api.StreamConfig(
             name=settings.dead_stream,
-            subjects=[f"{p}.dead.>"],
+            subjects=[f"{p}.{DEAD}.>"],
             retention=api.RetentionPolicy.LIMITS,
             duplicate_window=settings.duplicate_window,
             num_replicas=replicas,

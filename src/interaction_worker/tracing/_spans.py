@@ -24,10 +24,8 @@ from opentelemetry.util.types import AttributeValue
 
 from ..contracts.keys import headers_size
 from ..contracts.wire import (
-    CALL_ID_HEADER,
-    COMMAND_ID_HEADER,
-    DELIVERY_ID_HEADER,
     ERROR_CODE_HEADER,
+    ID_HEADERS,
     KEY_HEADER,
     MSG_ID_HEADER,
     STATUS_HEADER,
@@ -54,11 +52,8 @@ TRACEPARENT_BYTES = headers_size(
     {"traceparent": f"00-{'0' * 32}-{'0' * 16}-01"}
 ) - headers_size({})
 # The id headers of events and dead letters (wire.md 3), as span attributes.
-_ID_HEADERS = (
-    (CALL_ID_HEADER, "interaction.call.id"),
-    (DELIVERY_ID_HEADER, "interaction.delivery.id"),
-    (COMMAND_ID_HEADER, "interaction.command.id"),
-)
+# `Interaction-Call-Id` is `interaction.call.id`.
+_ID_HEADERS = tuple((header, header.lower().replace("-", ".")) for header in ID_HEADERS)
 _MAX_ID = 256  # wire.md 1: a longer id is refused, and not worth an attribute
 
 
