@@ -6,6 +6,7 @@ from typing import Any
 
 from interaction_worker import InteractionWorker
 from interaction_worker.commands import Interaction
+from interaction_worker.contracts.serving import SERVE_NAMES, served_kinds
 from interaction_worker.contracts.wire import (
     COMMAND_KINDS,
     CORE_KINDS,
@@ -82,3 +83,9 @@ def test_every_model_the_wire_table_names_has_a_published_schema() -> None:
 
 def _members(model: Any) -> tuple[Any, ...]:
     return getattr(model, "__args__", (model,))
+
+
+def test_the_serve_names_cover_every_kind_once() -> None:
+    assert served_kinds(SERVE_NAMES) == set(KINDS)
+    assert "catalog" not in SERVE_NAMES
+    assert served_kinds(["command"]) == {"command", "catalog"}

@@ -3,12 +3,19 @@ each one covers: `command` covers the command protocol's two subjects, the other
 place that maps the one onto the other."""
 
 from collections.abc import Iterable
-from typing import Literal, get_args
 
-ServeName = Literal["tool", "mcp", "observe", "output", "list", "command"]
-SERVE_NAMES: tuple[ServeName, ...] = get_args(ServeName)
+from .wire import WIRE, Kind
+
+# A kind with a name of its own (the wire table's kinds not served with another).
+ServeName = Kind
+SERVE_NAMES: tuple[ServeName, ...] = tuple(
+    kind for kind, row in WIRE.items() if row.served_with is None
+)
 # The kinds a name covers beyond its own.
-_ALSO: dict[str, tuple[str, ...]] = {"command": ("catalog",)}
+_ALSO: dict[str, tuple[str, ...]] = {
+    name: tuple(kind for kind, row in WIRE.items() if row.served_with == name)
+    for name in SERVE_NAMES
+}
 SERVE_RULE = f"must be one of {', '.join(SERVE_NAMES)}"
 SERVE_LIST_RULE = f"must be a list of kinds among {', '.join(SERVE_NAMES)}"
 EMPTY_RULE = "must name at least one kind: a worker that serves nothing answers nothing"

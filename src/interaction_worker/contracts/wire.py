@@ -103,6 +103,7 @@ class WireKind:
         durable: consumed from the calls stream in durable mode (else served by a core subscription
             beside it, a question with nothing to lose).
         command_protocol: served only by a worker given a command dispatcher (docs/commands.md).
+        served_with: the kind whose `serve:` name covers this one too; None when it has its own.
         replayed: sent again by a requests replay (docs/replay.md).
     """
 
@@ -118,6 +119,7 @@ class WireKind:
     events: tuple[Event, ...] = ()
     command_protocol: bool = False
     replayed: bool = True
+    served_with: Kind | None = None
 
     @property
     def outcome(self) -> Event | None:
@@ -297,6 +299,7 @@ _ROWS = (
         durable=False,
         command_protocol=True,
         replayed=False,
+        served_with="command",
     ),
 )
 
