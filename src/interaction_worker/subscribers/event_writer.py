@@ -27,6 +27,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Protocol
 
+from ..contracts.wire import MSG_ID_HEADER
 from .acked_answers import WriteFailed
 from .acked_publish import AckedPublisher, Write
 from .outgoing import Publish, wire_headers
@@ -41,7 +42,7 @@ _ATOMIC_DISABLED = 10174
 _MAX_BATCHES_IN_FLIGHT = 50
 # The stream has no message on the subject.
 _NO_MESSAGE = 10037
-_MSG_ID = "Nats-Msg-Id"
+_MSG_ID = MSG_ID_HEADER
 
 
 class EventsNotStored(Exception):
