@@ -24,7 +24,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import ConnectionClosedError
 
-from ..contracts.wire import REPLY_TO_HEADER, SERVICE_ERROR_HEADER
+from ..contracts.wire import REPLY_TO_HEADER, SERVICE_ERROR_HEADER, WIRE
 from .replies import Matcher
 
 _ACK = "ack"  # the last token of the publish's own reply subject
@@ -198,10 +198,14 @@ def _named(subject: str, body: bytes) -> str | None:
         return None
     if not isinstance(document, Mapping):
         return None
-    if subject == "output.deliver":
+    if subject == WIRE["output"].request:
         ident, kind = document.get("deliveryId"), "delivery"
     else:
-        call = document.get("call") if subject in ("tool.call", "mcp.call") else None
+        call = (
+            document.get("call")
+            if subject in (WIRE["tool"].request, WIRE["mcp"].request)
+            else None
+        )
         ident, kind = (call.get("id") if isinstance(call, Mapping) else None), "call"
     if not isinstance(ident, str) or not ident:
         return None

@@ -31,7 +31,7 @@ from ..contracts import (
     ToolDefinition,
     ToolList,
 )
-from ..contracts.wire import COMMAND_ID_HEADER, SERVICE_ERROR_HEADER
+from ..contracts.wire import COMMAND_ID_HEADER, SERVICE_ERROR_HEADER, WIRE
 from ..nodes import EVENT_HEADERS_ROOM, observation_json
 from .inbox import ReplyInbox
 from .replies import matcher, matcher_of_bytes
@@ -177,7 +177,7 @@ class InteractionClient:
     ) -> ToolOutcome:
         """One tool call: `call_tool("read_text", path="README.md")`, or a `ToolCall`."""
         call = _tool_call(call_or_name, arguments, call_id, more_arguments)
-        reply = await self._ask("tool.call", {"call": call})
+        reply = await self._ask(WIRE["tool"].request, {"call": call})
         return self._outcome(
             ExternalResult.model_validate_json(reply.data), json.loads(reply.data)
         )
@@ -195,7 +195,7 @@ class InteractionClient:
         """One call of an MCP server's tool, through the worker."""
         call = _tool_call(call_or_name, arguments, call_id, more_arguments)
         body = {"operation": "invoke", "server": server, "call": call}
-        reply = await self._ask("mcp.call", body)
+        reply = await self._ask(WIRE["mcp"].request, body)
         return self._outcome(
             McpInvokeOutput.model_validate_json(reply.data).result,
             json.loads(reply.data)["result"],
@@ -212,14 +212,14 @@ class InteractionClient:
         body: dict[str, Any] = {"operation": "discover"}
         if server is not None:
             body["server"] = server
-        reply = await self._ask("mcp.call", body)
+        reply = await self._ask(WIRE["mcp"].request, body)
         return McpDiscoverOutput.model_validate_json(reply.data)
 
     async def observe(self, result: ExternalResult | Mapping[str, Any]) -> Observation:
         document = (
             result.to_wire() if isinstance(result, ExternalResult) else dict(result)
         )
-        reply = await self._ask("observe", {"result": document})
+        reply = await self._ask(WIRE["observe"].request, {"result": document})
         return Observation.model_validate_json(reply.data)
 
     async def deliver(
@@ -228,12 +228,14 @@ class InteractionClient:
         body = (
             request.to_wire() if isinstance(request, OutputRequest) else dict(request)
         )
-        reply = await self._ask("output.deliver", body)
+        reply = await self._ask(WIRE["output"].request, body)
         return OutputReceipt.model_validate_json(reply.data)
 
     async def list_tools(self, name: str | None = None) -> list[ToolDefinition]:
         """The tools the worker serves and its sandbox grants; with `name`, that one."""
-        reply = await self._ask("tool.list", {} if name is None else {"name": name})
+        reply = await self._ask(
+            WIRE["list"].request, {} if name is None else {"name": name}
+        )
         return ToolList.model_validate_json(reply.data).tools
 
     async def command(
@@ -245,13 +247,13 @@ class InteractionClient:
         command and the `P.command.done.<id>.<K>` event (without it the worker makes one up).
         A rejection raises `InteractionRequestError` with `.reason` and `.path`."""
         headers = {COMMAND_ID_HEADER: command_id} if command_id is not None else None
-        reply = await self._ask("command", value, headers)
+        reply = await self._ask(WIRE["command"].request, value, headers)
         answer: dict[str, Any] = json.loads(reply.data)
         return answer
 
     async def command_catalog(self) -> dict[str, Any]:
         """The command protocol the worker serves: `{"commandField", "commands", "modelJsonSchema"}`."""
-        reply = await self._ask("command.catalog", {})
+        reply = await self._ask(WIRE["catalog"].request, {})
         catalog: dict[str, Any] = json.loads(reply.data)
         return catalog
 

@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..contracts.wire import WIRE
+
 # The reply's parsed body → whether it answers the request.
 Matcher = Callable[[Any], bool]
 
@@ -23,15 +25,15 @@ def matcher(subject: str, body: object) -> Matcher | None:
     any answer on its own inbox is taken. A request that should carry an id but whose id cannot be
     read gets a matcher that takes nothing: the worker refuses such a request, and its error reply
     is taken before any matcher is asked."""
-    if subject == "tool.list" or subject == "command.catalog":
+    if subject == WIRE["list"].request or subject == WIRE["catalog"].request:
         return None
     if not isinstance(body, Mapping):
         return _nothing
-    if subject == "tool.call":
+    if subject == WIRE["tool"].request:
         call = body.get("call")
         if isinstance(call, Mapping):
             return _result(call.get("id"), call.get("name"))
-    elif subject == "mcp.call":
+    elif subject == WIRE["mcp"].request:
         if body.get("operation") == "discover":
             return None
         call, server = body.get("call"), body.get("server")
@@ -40,13 +42,13 @@ def matcher(subject: str, body: object) -> Matcher | None:
             source = f"{server}:{name}" if isinstance(name, str) else None
             within = _result(call.get("id"), source)
             return lambda reply: isinstance(reply, dict) and within(reply.get("result"))
-    elif subject == "observe":
+    elif subject == WIRE["observe"].request:
         result = body.get("result")
         if isinstance(result, Mapping):
             return _result(result.get("callId"), result.get("source"))
-    elif subject == "output.deliver":
+    elif subject == WIRE["output"].request:
         return _field("deliveryId", body.get("deliveryId"))
-    elif subject == "command":
+    elif subject == WIRE["command"].request:
         # The reply's `id` is the command id the protocol read from the field it selects commands
         # by, which a client need not know: it is one of the request's own string values.
         chosen = frozenset(value for value in body.values() if isinstance(value, str))
