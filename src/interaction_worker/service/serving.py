@@ -16,7 +16,13 @@ from ..config.values import Rule
 from ..embedded import UI_USER, EmbeddedNatsServer, ui_token_path
 from ..errors import McpClientError, ServeError
 from ..nodes.protected import PROCESS_FILES
-from ..subscribers import SERVICE_NAME, Discovery, DurableBinding, NatsBinding
+from ..subscribers import (
+    SERVICE_NAME,
+    BindingOptions,
+    Discovery,
+    DurableBinding,
+    NatsBinding,
+)
 from ..tools import check_command_limits
 from ..tracing import TracerProvider, tracer_provider_from_environment
 from ..worker import InteractionWorker
@@ -135,31 +141,24 @@ async def serve(
             monitor.state.client = client
         # Now that the server's max_payload is known, before anything subscribes (wire.md 1).
         check_command_limits(worker.tools, client.max_payload)
+        # One set of binding options, whichever binding serves.
+        bound = BindingOptions(
+            prefix=options.prefix,
+            queue=options.queue,
+            reply_prefixes=options.reply_prefixes,
+            account_inboxes=options.account_inboxes,
+            tool_timeout=options.tool_timeout,
+            max_pending=options.max_pending,
+            idempotency=options.idempotency,
+        )
         binding: NatsBinding | DurableBinding
         if options.durable is not None:
             binding = worker.durable_binding(
-                client,
-                durable=options.durable,
-                prefix=options.prefix,
-                queue=options.queue,
-                reply_prefixes=options.reply_prefixes,
-                account_inboxes=options.account_inboxes,
-                tool_timeout=options.tool_timeout,
-                max_pending=options.max_pending,
-                idempotency=options.idempotency,
-                tracer_provider=tracer_provider,
+                client, bound, durable=options.durable, tracer_provider=tracer_provider
             )
         else:
             binding = worker.nats_binding(
-                client,
-                prefix=options.prefix,
-                queue=options.queue,
-                reply_prefixes=options.reply_prefixes,
-                account_inboxes=options.account_inboxes,
-                tool_timeout=options.tool_timeout,
-                max_pending=options.max_pending,
-                idempotency=options.idempotency,
-                tracer_provider=tracer_provider,
+                client, bound, tracer_provider=tracer_provider
             )
         if monitor is not None:
             binding.handler.measure()  # before the first message
