@@ -20,7 +20,15 @@ import nats.errors
 import nats.js.errors
 import pytest
 from bus_doubles import Big, ListSink, McpDouble
-from bus_harness import BINDINGS, Bus, Serve, decode, running_service, unique_prefix
+from bus_harness import (
+    BINDINGS,
+    Bus,
+    Serve,
+    decode,
+    running_service,
+    settled,
+    unique_prefix,
+)
 from faststream.nats import NatsBroker
 from nats.aio.client import Client
 from nats.js.kv import KeyValue
@@ -471,6 +479,8 @@ async def test_a_server_away_for_five_seconds_mid_call_runs_no_call_twice(
             )
             await broker.start()
             stack.push_async_callback(broker.stop)
+            # The call is published, not requested: the worker's SUB must be on the server first.
+            await settled(broker.connection)
         call = json.dumps(tool_call("away-1", seconds=2)).encode()
         await client.publish(f"{prefix}.tool.call", call)
         with anyio.fail_after(10):
